@@ -1,0 +1,30 @@
+# Finds every third-party library from Debian 12 packages. Nothing is downloaded.
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(absl REQUIRED CONFIG)
+find_package(Protobuf REQUIRED)
+find_package(gRPC REQUIRED CONFIG)
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(prometheus-cpp REQUIRED CONFIG)
+find_package(LibXml2 REQUIRED)
+pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+
+# jemalloc is the production allocator; sanitizers need the system one.
+add_library(larder_allocator INTERFACE)
+if(LARDER_SANITIZER STREQUAL "")
+  pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
+  target_link_libraries(larder_allocator INTERFACE PkgConfig::JEMALLOC)
+endif()
+add_library(larder::allocator ALIAS larder_allocator)
+
+if(LARDER_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(LARDER_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()
+
+find_program(LARDER_PROTOC protoc REQUIRED)
+find_program(LARDER_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

@@ -1,0 +1,16 @@
+# LARDER_SANITIZER=address|thread|undefined instruments every target.
+# Sanitizer builds use the system allocator instead of jemalloc (see Dependencies.cmake).
+if(LARDER_SANITIZER STREQUAL "")
+  return()
+elseif(LARDER_SANITIZER STREQUAL "address")
+  set(_larder_san_flags -fsanitize=address -fno-omit-frame-pointer)
+elseif(LARDER_SANITIZER STREQUAL "thread")
+  set(_larder_san_flags -fsanitize=thread)
+elseif(LARDER_SANITIZER STREQUAL "undefined")
+  set(_larder_san_flags -fsanitize=undefined -fno-sanitize-recover=undefined)
+else()
+  message(FATAL_ERROR "LARDER_SANITIZER must be address, thread or undefined, got '${LARDER_SANITIZER}'")
+endif()
+add_compile_options(${_larder_san_flags})
+add_link_options(${_larder_san_flags})
+message(STATUS "Larder: building with -fsanitize=${LARDER_SANITIZER}")

@@ -1,0 +1,38 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: flags.h
+// -----------------------------------------------------------------------------
+//
+// Command-line flags for the options in common/config.h, and the functions that
+// turn parsed flags into those structs. Only `main` functions (cli/) call
+// these; libraries receive the structs.
+//
+//   --log_level=info                 debug | info | warning | error
+//   --http_max_connections=64        connections kept per backend
+//   --http_connect_timeout=5s
+//   --http_request_timeout=10m       0 = none
+//   --http_low_speed_limit=1024      bytes/s below which a transfer is stalled
+//   --http_low_speed_time=30s
+//   --http_ca_bundle=                CA bundle path (default: system)
+//   --http_verify_tls=true
+//   --retry_max_attempts=5
+//   --retry_initial_backoff=50ms
+//   --retry_max_backoff=2s
+#ifndef LARDER_COMMON_FLAGS_H_
+#define LARDER_COMMON_FLAGS_H_
+
+#include "absl/status/status.h"
+#include "common/config.h"
+
+namespace larder {
+
+// HttpOptions (with its RetryOptions) from the --http_* and --retry_* flags.
+HttpOptions HttpOptionsFromFlags();
+
+// Applies --log_level. Returns InvalidArgument for an unknown level.
+absl::Status ApplyLogFlags();
+
+}  // namespace larder
+
+#endif  // LARDER_COMMON_FLAGS_H_

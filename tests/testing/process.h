@@ -1,0 +1,84 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: process.h
+// -----------------------------------------------------------------------------
+//
+// Test infrastructure for integration tests and benchmarks (linked only by
+// them, never by production code): temporary directories, free loopback
+// ports, child processes that die with the test, and readiness polling.
+#ifndef LARDER_TESTS_TESTING_PROCESS_H_
+#define LARDER_TESTS_TESTING_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace larder::testing {
+
+// The source tree (for tests/servers/node_modules and helper scripts).
+std::string SourceDir();
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents when
+// destroyed. Not thread-safe; owned by one test.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Writes `data` to `path`, creating parent directories.
+absl::Status WriteFile(const std::string& path, absl::string_view data);
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int PickFreePort();
+
+// True once something accepts TCP connections on 127.0.0.1:port.
+bool PortAccepts(int port);
+
+// Polls `condition` every 20 ms until it is true or `timeout` passes.
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout);
+
+// A child process. It gets SIGKILL if the test process dies (PDEATHSIG), and
+// is killed and reaped when this object is destroyed. stdout and stderr go to
+// `log_path` (appended). Not thread-safe.
+class Subprocess {
+ public:
+  Subprocess() = default;
+  ~Subprocess();
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  // `env` entries ("NAME=value") are added to this process's environment.
+  absl::Status Start(const std::vector<std::string>& argv,
+                     const std::string& log_path,
+                     const std::vector<std::string>& env = {});
+  // Sends `signal` and waits for the exit (SIGKILL after 5 s).
+  void Stop(int signal = 15);
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Runs a command to completion; returns its stdout. Errors: Internal on a
+// non-zero exit (with stderr in the message).
+absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
+
+}  // namespace larder::testing
+
+#endif  // LARDER_TESTS_TESTING_PROCESS_H_

@@ -1,0 +1,74 @@
+// Copyright 2026 The Larder Authors.
+#include "tests/testing/s3rver.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace larder::testing {
+
+absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(
+    const std::string& bucket) {
+  std::unique_ptr<S3rver> s(new S3rver);
+  s->bucket_ = bucket;
+  s->log_path_ = absl::StrCat(s->dir_.path(), "/s3rver.log");
+  std::filesystem::create_directories(absl::StrCat(s->dir_.path(), "/data"));
+  s->port_ = PickFreePort();
+  absl::Status st = s->Launch();
+  if (!st.ok()) return st;
+  return s;
+}
+
+S3rver::~S3rver() { process_.Stop(9); }
+
+absl::Status S3rver::Launch() {
+  const std::string script =
+      SourceDir() + "/tests/servers/node_modules/s3rver/bin/s3rver.js";
+  if (!std::filesystem::exists(script)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(script, " is missing: run scripts/install-deps.sh"));
+  }
+  absl::Status st = process_.Start(
+      {"node", script, "--address", "127.0.0.1", "--port", absl::StrCat(port_),
+       "--directory", absl::StrCat(dir_.path(), "/data"), "--configure-bucket",
+       bucket_},
+      log_path_, {"NODE_OPTIONS=--openssl-legacy-provider"});
+  if (!st.ok()) return st;
+  const int port = port_;
+  if (!WaitFor([port] { return PortAccepts(port); }, absl::Seconds(30))) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("s3rver did not listen on ", port_, "; see ", log_path_));
+  }
+  return absl::OkStatus();
+}
+
+void S3rver::Kill() { process_.Stop(9); }
+
+absl::Status S3rver::Restart() {
+  process_.Stop(9);
+  return Launch();
+}
+
+std::string S3rver::endpoint() const {
+  return absl::StrCat("http://127.0.0.1:", port_);
+}
+
+std::string S3rver::Uri(const std::string& prefix) const {
+  return absl::StrCat("s3://", bucket_, prefix.empty() ? "" : "/", prefix,
+                      "?endpoint=", endpoint(),
+                      "&region=us-east-1&path_style=true");
+}
+
+int S3rver::CountRequests(const std::string& needle) const {
+  std::ifstream in(log_path_);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (absl::StrContains(line, needle)) ++n;
+  }
+  return n;
+}
+
+}  // namespace larder::testing

@@ -1,0 +1,331 @@
+// Copyright 2026 The Larder Authors.
+#include "understore/file_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace larder {
+namespace {
+
+absl::Status ErrnoStatus(int err, absl::string_view what,
+                         absl::string_view path) {
+  std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case EXDEV:
+      return absl::PermissionDeniedError(absl::StrCat(
+          what, " '", path,
+          "': path escapes the under-store root (symlink pointing outside)"));
+    case ELOOP:
+      return absl::InvalidArgumentError(absl::StrCat(msg, " (symlink loop)"));
+    case ENAMETOOLONG:
+      return absl::InvalidArgumentError(msg);
+    case EIO:
+    case ESTALE:
+    case ETIMEDOUT:
+    case EAGAIN:
+    case EINTR:
+      return absl::UnavailableError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+std::string VersionOf(const struct stat& st) {
+  int64_t ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return absl::StrCat(ns, "-", static_cast<uint64_t>(st.st_size));
+}
+
+ObjectInfo InfoOf(std::string path, const struct stat& st) {
+  ObjectInfo info;
+  info.path = std::move(path);
+  info.is_dir = S_ISDIR(st.st_mode);
+  if (!info.is_dir) {
+    info.size = static_cast<uint64_t>(st.st_size);
+    info.version = VersionOf(st);
+  }
+  info.mtime = absl::TimeFromTimespec(st.st_mtim);
+  return info;
+}
+
+// Reads the names of an open directory, except "." and "..", sorted bytewise.
+// Takes ownership of `dir_fd`.
+absl::StatusOr<std::vector<std::string>> SortedNames(int dir_fd,
+                                                     absl::string_view path) {
+  DIR* dir = ::fdopendir(dir_fd);
+  if (dir == nullptr) {
+    int err = errno;
+    ::close(dir_fd);
+    return ErrnoStatus(err, "cannot list", path);
+  }
+  absl::Cleanup close_dir = [dir] { ::closedir(dir); };
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(dir)) {
+    absl::string_view name(e->d_name);
+    if (name != "." && name != "..") names.emplace_back(name);
+    errno = 0;
+  }
+  if (errno != 0) return ErrnoStatus(errno, "cannot list", path);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
+    const StoreUri& uri) {
+  if (!uri.options.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file:// URIs take no options, got '",
+                     uri.options.begin()->first, "'"));
+  }
+  if (!uri.authority.empty() && uri.authority != "localhost") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file:// URI has host '", uri.authority,
+                     "'; write file:///absolute/path (three slashes)"));
+  }
+  if (uri.path.empty() || uri.path.front() != '/') {
+    return absl::InvalidArgumentError(
+        "file:// URI needs an absolute path, e.g. file:///data");
+  }
+  char real[PATH_MAX];
+  if (::realpath(uri.path.c_str(), real) == nullptr) {
+    return ErrnoStatus(errno, "under-store root", uri.path);
+  }
+  int fd = ::open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOTDIR) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("under-store root '", uri.path, "' is not a directory"));
+    }
+    return ErrnoStatus(errno, "under-store root", uri.path);
+  }
+  return std::unique_ptr<FileStore>(new FileStore(real, fd));
+}
+
+FileStore::~FileStore() { ::close(root_fd_); }
+
+std::string FileStore::DebugString() const {
+  return absl::StrCat("file://", root_);
+}
+
+absl::StatusOr<int> FileStore::OpenBeneath(const std::string& rel,
+                                           int flags) const {
+  const char* target = rel.empty() ? "." : rel.c_str();
+  struct open_how how;
+  std::memset(&how, 0, sizeof(how));
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  for (;;) {
+    long fd = ::syscall(SYS_openat2, root_fd_, target, &how, sizeof(how));
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno == EINTR || errno == EAGAIN)
+      continue;  // EAGAIN: a concurrent rename; retry.
+    if (errno != ENOSYS) return ErrnoStatus(errno, "cannot open", rel);
+    break;
+  }
+  // Fallback for kernels without openat2: open, then check where we landed.
+  int fd = ::openat(root_fd_, target, flags | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open", rel);
+  char link[64], real[PATH_MAX];
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  ssize_t n = ::readlink(link, real, sizeof(real) - 1);
+  if (n < 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "cannot resolve", rel);
+  }
+  absl::string_view landed(real, static_cast<size_t>(n));
+  if (landed != root_ && !absl::StartsWith(landed, absl::StrCat(root_, "/"))) {
+    ::close(fd);
+    return ErrnoStatus(EXDEV, "cannot open", rel);
+  }
+  return fd;
+}
+
+absl::StatusOr<ObjectInfo> FileStore::Stat(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_PATH));
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "cannot stat", rel);
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(
+        absl::StrCat("'", rel, "' is neither a file nor a directory"));
+  }
+  return InfoOf(rel, st);
+}
+
+absl::StatusOr<ListPage> FileStore::List(absl::string_view dir,
+                                         const ListOptions& options) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel_dir, NormalizeStorePath(dir));
+  const size_t page_size = std::max<size_t>(1, options.page_size);
+  std::vector<std::string> token_parts =
+      absl::StrSplit(options.page_token, '/', absl::SkipEmpty());
+  if (!options.recursive && token_parts.size() > 1) {
+    return absl::InvalidArgumentError(
+        "page token of a recursive listing used for a flat one");
+  }
+  for (const std::string& part : token_parts) {
+    if (part == "." || part == "..")
+      return absl::InvalidArgumentError("bad page token");
+  }
+
+  ListPage page;
+  // Collects up to page_size + 1 entries: the extra one only tells that
+  // another page exists.
+  const size_t want = page_size + 1;
+
+  // Describes `name` in directory `dir_fd` (store-relative `rel`), following a
+  // symlink only if it stays beneath the root. Returns nullopt for entries to
+  // skip (vanished, special files, escaping symlinks).
+  auto describe = [&](int dir_fd, const std::string& rel,
+                      const std::string& name,
+                      bool* is_symlink) -> std::optional<ObjectInfo> {
+    struct stat st;
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return std::nullopt;
+    *is_symlink = S_ISLNK(st.st_mode);
+    if (*is_symlink) {
+      absl::StatusOr<int> fd = OpenBeneath(rel, O_PATH);
+      if (!fd.ok()) {
+        LARDER_LOG(DEBUG, "file.list.skip")
+            .Field("path", rel)
+            .Field("status", fd.status());
+        return std::nullopt;
+      }
+      int rc = ::fstat(*fd, &st);
+      ::close(*fd);
+      if (rc != 0) return std::nullopt;
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return std::nullopt;
+    return InfoOf(rel, st);
+  };
+
+  // Depth-first walk in component order. `token` holds the remaining
+  // components of the page token below this directory.
+  std::function<absl::Status(int, const std::string&,
+                             std::span<const std::string>)>
+      walk;
+  walk = [&](int dir_fd, const std::string& rel,
+             std::span<const std::string> token) -> absl::Status {
+    LARDER_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                            SortedNames(::dup(dir_fd), rel));
+    auto it = names.begin();
+    if (!token.empty())
+      it = std::lower_bound(names.begin(), names.end(), token[0]);
+    for (; it != names.end() && page.entries.size() < want; ++it) {
+      const std::string& name = *it;
+      const bool at_token = !token.empty() && name == token[0];
+      if (at_token && token.size() == 1)
+        continue;  // Returned on the previous page.
+      std::string child = JoinStorePath(rel, name);
+      bool is_symlink = false;
+      std::optional<ObjectInfo> info =
+          describe(dir_fd, child, name, &is_symlink);
+      if (!info) continue;
+      if (!options.recursive) {
+        page.entries.push_back(std::move(*info));
+        continue;
+      }
+      if (!info->is_dir) {
+        if (!at_token) page.entries.push_back(std::move(*info));
+        continue;
+      }
+      if (is_symlink) continue;  // No cycles through symlinked directories.
+      int child_fd = ::openat(dir_fd, name.c_str(),
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child_fd < 0) continue;  // Vanished or unreadable: skip, like `find`.
+      absl::Cleanup close_child = [child_fd] { ::close(child_fd); };
+      LARDER_RETURN_IF_ERROR(
+          walk(child_fd, child,
+               at_token ? token.subspan(1) : std::span<const std::string>()));
+    }
+    return absl::OkStatus();
+  };
+
+  LARDER_ASSIGN_OR_RETURN(int dir_fd,
+                          OpenBeneath(rel_dir, O_RDONLY | O_DIRECTORY));
+  absl::Cleanup close_dir = [dir_fd] { ::close(dir_fd); };
+  LARDER_RETURN_IF_ERROR(walk(dir_fd, rel_dir, token_parts));
+
+  if (page.entries.size() > page_size) {
+    page.entries.resize(page_size);
+    absl::string_view last = page.entries.back().path;
+    if (!rel_dir.empty()) last.remove_prefix(rel_dir.size() + 1);
+    page.next_page_token = std::string(last);
+  }
+  return page;
+}
+
+absl::StatusOr<size_t> FileStore::ReadRange(
+    absl::string_view path, uint64_t offset, absl::Span<char> buffer,
+    absl::string_view expected_version) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_RDONLY));
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "cannot stat", rel);
+  if (S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", rel, "' is a directory"));
+  const std::string version = VersionOf(st);
+  if (!expected_version.empty() && version != expected_version) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", rel, "' changed: version ", version, ", expected ",
+                     expected_version));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset > size) {
+    return absl::OutOfRangeError(absl::StrCat("read of '", rel, "' at ", offset,
+                                              " beyond its size ", size));
+  }
+  const size_t want =
+      static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - offset));
+  size_t done = 0;
+  while (done < want) {
+    ssize_t n = ::pread(fd, buffer.data() + done, want - done,
+                        static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "cannot read", rel);
+    }
+    if (n == 0) break;  // Truncated meanwhile; caught by the check below.
+    done += static_cast<size_t>(n);
+  }
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "cannot stat", rel);
+  if (VersionOf(st) != version) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", rel, "' changed during the read"));
+  }
+  return done;
+}
+
+}  // namespace larder

@@ -1,0 +1,70 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: file_store.h
+// -----------------------------------------------------------------------------
+//
+// `file://` backend: a local or NFS directory, Larder's embedded default.
+//
+//   file:///data/imagenet
+//
+// Confinement. Every path is resolved with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_MAGICLINKS) against a descriptor of the root opened once, so
+// neither ".." nor a symlink that points outside the root (however it is
+// swapped in, even concurrently) can reach a file outside it: the kernel
+// refuses the resolution (EXDEV) and Larder answers PermissionDenied. Symlinks
+// that stay inside the root work. Kernels without openat2 (< 5.6) fall back to
+// checking the opened descriptor's real path against the root.
+//
+// Version = "<mtime in ns>-<size>". ReadRange checks it before and after the
+// read, so a file rewritten in place during a read is reported
+// (FailedPrecondition) rather than returned torn.
+//
+// Listing order is per path component, bytewise; page tokens are the last
+// returned path. Recursive listings do not descend into symlinked directories
+// (which could form cycles).
+//
+// Thread-safe. Holds one descriptor of the root for its lifetime.
+#ifndef LARDER_UNDERSTORE_FILE_STORE_H_
+#define LARDER_UNDERSTORE_FILE_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "understore/under_store.h"
+#include "understore/uri.h"
+
+namespace larder {
+
+class FileStore final : public UnderStore {
+ public:
+  // Opens the directory named by `uri.path` (absolute). No options are
+  // accepted. Errors: NotFound (no such directory), InvalidArgument (not a
+  // directory, relative path, unknown option), PermissionDenied.
+  static absl::StatusOr<std::unique_ptr<FileStore>> Open(const StoreUri& uri);
+
+  ~FileStore() override;
+
+  absl::string_view scheme() const override { return "file"; }
+  std::string DebugString() const override;
+  absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override;
+  absl::StatusOr<ListPage> List(absl::string_view dir,
+                                const ListOptions& options) override;
+  absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
+                                   absl::Span<char> buffer,
+                                   absl::string_view expected_version) override;
+
+ private:
+  FileStore(std::string root, int root_fd)
+      : root_(std::move(root)), root_fd_(root_fd) {}
+
+  // Opens `rel` (already normalized) beneath the root; returns an owned fd.
+  absl::StatusOr<int> OpenBeneath(const std::string& rel, int flags) const;
+
+  const std::string root_;  // Real path of the root directory.
+  const int root_fd_;       // Owned, O_PATH | O_DIRECTORY.
+};
+
+}  // namespace larder
+
+#endif  // LARDER_UNDERSTORE_FILE_STORE_H_

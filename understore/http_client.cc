@@ -1,0 +1,284 @@
+// Copyright 2026 The Larder Authors.
+#include "understore/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace larder {
+namespace {
+
+constexpr size_t kMaxBodyBytes = 64 << 20;
+
+void GlobalInitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// State of one transfer, seen by the libcurl callbacks.
+struct Transfer {
+  CURL* curl;
+  HttpResponse* response;
+  absl::Span<char> sink;
+  uint64_t skip;
+  bool sink_full = false;
+  bool body_too_large = false;
+  absl::string_view upload;
+};
+
+bool IsSuccess(long status) { return status >= 200 && status < 300; }
+
+size_t OnHeader(char* data, size_t size, size_t nitems, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * nitems;
+  absl::string_view line(data, n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    t->response->headers.clear();  // A new response (after 100 Continue).
+    return n;
+  }
+  size_t colon = line.find(':');
+  if (colon == absl::string_view::npos) return n;
+  std::string name = absl::AsciiStrToLower(line.substr(0, colon));
+  absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+  for (auto& [k, v] : t->response->headers) {
+    if (k == name) {
+      v = std::string(value);
+      return n;
+    }
+  }
+  t->response->headers.emplace_back(std::move(name), std::string(value));
+  return n;
+}
+
+size_t OnBody(char* data, size_t size, size_t nmemb, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * nmemb;
+  long status = 0;
+  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (t->sink.empty() || !IsSuccess(status)) {
+    if (t->response->body.size() + n > kMaxBodyBytes) {
+      t->body_too_large = true;
+      return 0;  // Aborts the transfer.
+    }
+    t->response->body.append(data, n);
+    return n;
+  }
+  size_t consumed = 0;
+  if (t->skip > 0) {
+    size_t s = static_cast<size_t>(std::min<uint64_t>(t->skip, n));
+    t->skip -= s;
+    consumed += s;
+  }
+  size_t room = t->sink.size() - t->response->sink_bytes;
+  size_t copy = std::min(room, n - consumed);
+  std::memcpy(t->sink.data() + t->response->sink_bytes, data + consumed, copy);
+  t->response->sink_bytes += copy;
+  consumed += copy;
+  if (t->response->sink_bytes == t->sink.size() && consumed < n) {
+    t->sink_full = true;
+    return 0;  // The rest is not wanted; stop the transfer.
+  }
+  return n;
+}
+
+size_t OnUpload(char* buffer, size_t size, size_t nitems, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t n = std::min(size * nitems, t->upload.size());
+  std::memcpy(buffer, t->upload.data(), n);
+  t->upload.remove_prefix(n);
+  return n;
+}
+
+absl::Status CurlStatus(CURLcode code, const HttpRequest& request,
+                        const char* detail) {
+  std::string msg = RedactSecrets(
+      absl::StrCat(request.method, " ", request.url, ": ",
+                   detail[0] ? detail : curl_easy_strerror(code)));
+  switch (code) {
+    case CURLE_OPERATION_TIMEDOUT:
+      return absl::DeadlineExceededError(msg);
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      return absl::InvalidArgumentError(msg);
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+      return absl::FailedPreconditionError(msg);
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return absl::UnavailableError(msg);
+    default:
+      return absl::UnavailableError(msg);
+  }
+}
+
+}  // namespace
+
+absl::string_view HttpResponse::Header(absl::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return {};
+}
+
+std::string UriEncode(absl::string_view text, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size() * 3 / 2);
+  for (unsigned char c : text) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' ||
+        c == '~' || (c == '/' && keep_slash)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+HttpClient::HttpClient(HttpOptions options) : options_(std::move(options)) {
+  GlobalInitOnce();
+}
+
+HttpClient::~HttpClient() {
+  absl::MutexLock lock(&mu_);
+  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+}
+
+bool HttpClient::HandleAvailable() const {
+  return !idle_.empty() || created_ < std::max(1, options_.max_connections);
+}
+
+void* HttpClient::AcquireHandle() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &HttpClient::HandleAvailable));
+  if (!idle_.empty()) {
+    void* h = idle_.back();
+    idle_.pop_back();
+    return h;
+  }
+  ++created_;
+  return curl_easy_init();
+}
+
+void HttpClient::ReleaseHandle(void* handle) {
+  absl::MutexLock lock(&mu_);
+  idle_.push_back(handle);
+}
+
+absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
+                                              absl::Span<char> sink,
+                                              uint64_t sink_skip) {
+  CURL* curl = static_cast<CURL*>(AcquireHandle());
+  if (curl == nullptr) {
+    return absl::ResourceExhaustedError("curl_easy_init failed");
+  }
+  HttpResponse response;
+  Transfer t{curl, &response, sink, sink_skip};
+  t.upload = request.body;
+  char error[CURL_ERROR_SIZE] = {0};
+
+  curl_easy_reset(curl);  // Keeps the live connection and caches.
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
+  curl_easy_setopt(
+      curl, CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
+  if (options_.request_timeout > absl::ZeroDuration()) {
+    curl_easy_setopt(
+        curl, CURLOPT_TIMEOUT_MS,
+        static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));
+  }
+  if (options_.low_speed_bytes_per_sec > 0) {
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT,
+                     static_cast<long>(options_.low_speed_bytes_per_sec));
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<int64_t>(
+                         1, absl::ToInt64Seconds(options_.low_speed_time))));
+  }
+  if (!options_.ca_bundle.empty())
+    curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+  if (!options_.verify_tls) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+
+  if (request.method == "HEAD") {
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  } else if (request.method == "PUT") {
+    curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(curl, CURLOPT_READFUNCTION, &OnUpload);
+    curl_easy_setopt(curl, CURLOPT_READDATA, &t);
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
+  } else if (request.method != "GET") {
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    if (!request.body.empty()) {
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(request.body.size()));
+    }
+  }
+
+  struct curl_slist* headers = nullptr;
+  for (const auto& [name, value] : request.headers) {
+    headers =
+        curl_slist_append(headers, absl::StrCat(name, ": ", value).c_str());
+  }
+  headers =
+      curl_slist_append(headers, "Expect:");  // No 100-continue round trip.
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+
+  CURLcode code = curl_easy_perform(curl);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+  curl_slist_free_all(headers);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+
+  if (code == CURLE_WRITE_ERROR && t.sink_full) {
+    // We stopped a body we did not need; the connection cannot be reused.
+    curl_easy_cleanup(curl);
+    curl = curl_easy_init();
+    code = CURLE_OK;
+    if (curl == nullptr) {
+      absl::MutexLock lock(&mu_);
+      --created_;
+      return response;
+    }
+  }
+  ReleaseHandle(curl);
+  if (code != CURLE_OK) {
+    if (t.body_too_large) {
+      return absl::InternalError(RedactSecrets(absl::StrCat(
+          request.method, " ", request.url, ": response body over 64 MiB")));
+    }
+    return CurlStatus(code, request, error);
+  }
+  return response;
+}
+
+}  // namespace larder

@@ -1,0 +1,30 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: options.h
+// -----------------------------------------------------------------------------
+//
+// Options of an under-store that do not belong in its URI: transport settings
+// and credentials (a URI is stored in mount tables and printed in logs, so it
+// never carries a secret).
+#ifndef LARDER_UNDERSTORE_OPTIONS_H_
+#define LARDER_UNDERSTORE_OPTIONS_H_
+
+#include <optional>
+
+#include "common/config.h"
+#include "understore/aws_credentials.h"
+
+namespace larder {
+
+struct UnderStoreOptions {
+  HttpOptions http;
+  // S3: credentials to use instead of the environment / credentials file.
+  std::optional<AwsCredentials> aws_credentials;
+  // S3: environment lookup for credentials and region (tests inject one).
+  EnvLookup env = ProcessEnv();
+};
+
+}  // namespace larder
+
+#endif  // LARDER_UNDERSTORE_OPTIONS_H_

@@ -1,0 +1,508 @@
+// Copyright 2026 The Larder Authors.
+#include "understore/s3_store.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/log.h"
+#include "common/retry.h"
+#include "common/status_macros.h"
+#include "understore/aws_sigv4.h"
+#include "understore/xml.h"
+
+namespace larder {
+namespace {
+
+bool IsIpLiteral(absl::string_view host) {
+  if (!host.empty() && host.front() == '[') return true;  // IPv6.
+  if (size_t colon = host.rfind(':'); colon != absl::string_view::npos)
+    host = host.substr(0, colon);
+  if (host == "localhost") return true;
+  for (char c : host) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.')
+      return false;
+  }
+  return !host.empty();
+}
+
+bool ValidBucketName(absl::string_view b) {
+  if (b.size() < 3 || b.size() > 63) return false;
+  for (char c : b) {
+    if (!(absl::ascii_islower(static_cast<unsigned char>(c)) ||
+          absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '.' ||
+          c == '-' || c == '_'))
+      return false;
+  }
+  return true;
+}
+
+absl::Time ParseIsoTime(absl::string_view text) {
+  absl::Time t;
+  std::string err;
+  if (absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", text, &t, &err)) return t;
+  return absl::UnixEpoch();
+}
+
+absl::Time ParseHttpDate(absl::string_view text) {
+  std::string s(text);
+  time_t t = curl_getdate(s.c_str(), nullptr);
+  return t < 0 ? absl::UnixEpoch() : absl::FromTimeT(t);
+}
+
+std::optional<uint64_t> ParseUint(absl::string_view text) {
+  uint64_t v;
+  if (!absl::SimpleAtoi(text, &v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string NormalizeEtag(absl::string_view etag) {
+  etag = absl::StripAsciiWhitespace(etag);
+  absl::ConsumePrefix(&etag, "W/");
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return std::string(etag);
+}
+
+absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(
+    const StoreUri& uri, const UnderStoreOptions& options) {
+  static constexpr absl::string_view kKnown[] = {
+      "endpoint", "region", "path_style", "profile", "anonymous"};
+  for (const auto& [k, v] : uri.options) {
+    if (std::find(std::begin(kKnown), std::end(kKnown), k) ==
+        std::end(kKnown)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown s3:// option '", k,
+          "' (known: endpoint, region, path_style, profile, anonymous)"));
+    }
+  }
+  const std::string& bucket = uri.authority;
+  if (!ValidBucketName(bucket)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad S3 bucket name '", bucket,
+                     "' in URI: 3-63 characters of a-z, 0-9, '.', '-'"));
+  }
+  LARDER_ASSIGN_OR_RETURN(std::string prefix, NormalizeStorePath(uri.path));
+
+  auto option = [&](absl::string_view name) -> std::optional<std::string> {
+    auto it = uri.options.find(std::string(name));
+    if (it == uri.options.end()) return std::nullopt;
+    return it->second;
+  };
+  std::string region = option("region").value_or(
+      options.env("AWS_REGION")
+          .value_or(options.env("AWS_DEFAULT_REGION").value_or("us-east-1")));
+
+  std::string scheme = "https";
+  std::string host;
+  const std::optional<std::string> endpoint = option("endpoint");
+  if (endpoint) {
+    absl::string_view e = *endpoint;
+    if (absl::ConsumePrefix(&e, "http://")) {
+      scheme = "http";
+    } else {
+      absl::ConsumePrefix(&e, "https://");
+    }
+    while (absl::ConsumeSuffix(&e, "/")) {
+    }
+    if (e.empty() || absl::StrContains(e, '/') || absl::StrContains(e, '@')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad S3 endpoint '", *endpoint,
+          "': want scheme://host[:port], e.g. http://127.0.0.1:9000"));
+    }
+    host = std::string(e);
+    if ((scheme == "http" && absl::ConsumeSuffix(&e, ":80")) ||
+        (scheme == "https" && absl::ConsumeSuffix(&e, ":443"))) {
+      host = std::string(e);  // The Host header omits default ports.
+    }
+  } else {
+    host = absl::StrCat("s3.", region, ".amazonaws.com");
+  }
+
+  bool path_style;
+  if (std::optional<std::string> ps = option("path_style")) {
+    LARDER_ASSIGN_OR_RETURN(path_style, ParseBoolOption("path_style", *ps));
+  } else {
+    path_style = endpoint.has_value() || IsIpLiteral(host) ||
+                 (scheme == "https" && absl::StrContains(bucket, '.'));
+  }
+
+  AwsCredentials credentials;
+  bool anonymous = false;
+  if (std::optional<std::string> a = option("anonymous")) {
+    LARDER_ASSIGN_OR_RETURN(anonymous, ParseBoolOption("anonymous", *a));
+  }
+  if (options.aws_credentials) {
+    credentials = *options.aws_credentials;
+    RegisterSecret(credentials.access_key_id);
+    RegisterSecret(credentials.secret_access_key);
+    RegisterSecret(credentials.session_token);
+  } else if (!anonymous) {
+    LARDER_ASSIGN_OR_RETURN(
+        credentials,
+        LoadAwsCredentials(option("profile").value_or(""), options.env));
+  }
+
+  HttpOptions http = options.http;
+  if (http.ca_bundle.empty())
+    http.ca_bundle = options.env("AWS_CA_BUNDLE").value_or("");
+  return std::unique_ptr<S3Store>(new S3Store(
+      bucket, std::move(prefix), std::move(region), std::move(scheme),
+      std::move(host), path_style, std::move(credentials), std::move(http)));
+}
+
+S3Store::S3Store(std::string bucket, std::string prefix, std::string region,
+                 std::string scheme, std::string endpoint_host, bool path_style,
+                 AwsCredentials credentials, HttpOptions http)
+    : bucket_(std::move(bucket)),
+      prefix_(std::move(prefix)),
+      region_(std::move(region)),
+      scheme_(std::move(scheme)),
+      endpoint_host_(std::move(endpoint_host)),
+      path_style_(path_style),
+      credentials_(std::move(credentials)),
+      http_(std::move(http)) {}
+
+std::string S3Store::DebugString() const {
+  return absl::StrCat("s3://", bucket_, prefix_.empty() ? "" : "/", prefix_,
+                      "?endpoint=", scheme_, "://", endpoint_host_,
+                      "&region=", region_,
+                      "&path_style=", path_style_ ? "true" : "false");
+}
+
+std::string S3Store::Describe(absl::string_view key) const {
+  return absl::StrCat("s3://", bucket_, "/", key);
+}
+
+std::string S3Store::KeyOf(absl::string_view rel) const {
+  if (prefix_.empty()) return std::string(rel);
+  if (rel.empty()) return prefix_;
+  return absl::StrCat(prefix_, "/", rel);
+}
+
+std::optional<std::string> S3Store::RelOf(absl::string_view key) const {
+  if (!prefix_.empty()) {
+    if (!absl::ConsumePrefix(&key, prefix_) || !absl::ConsumePrefix(&key, "/"))
+      return std::nullopt;
+  }
+  absl::StatusOr<std::string> rel = NormalizeStorePath(key);
+  if (!rel.ok() || *rel != key || rel->empty())
+    return std::nullopt;  // Not addressable.
+  return std::move(*rel);
+}
+
+absl::StatusOr<HttpResponse> S3Store::SendOnce(const Call& call,
+                                               absl::Span<char> sink,
+                                               uint64_t sink_skip) {
+  SigV4Request req;
+  req.method = call.method;
+  req.query = call.query;
+  req.headers = call.headers;
+  if (!call.body.empty() || call.method == "PUT")
+    req.payload_sha256 = Sha256Hex(call.body);
+  std::string encoded_key = UriEncode(call.key, /*keep_slash=*/true);
+  if (path_style_) {
+    req.host = endpoint_host_;
+    req.encoded_path =
+        absl::StrCat("/", bucket_, call.key.empty() ? "" : "/", encoded_key);
+  } else {
+    req.host = absl::StrCat(bucket_, ".", endpoint_host_);
+    req.encoded_path = absl::StrCat("/", encoded_key);
+  }
+  SigV4Result sig = SignV4(req, credentials_, region_, "s3", absl::Now());
+  HttpRequest http;
+  http.method = call.method;
+  http.url =
+      absl::StrCat(scheme_, "://", req.host, req.encoded_path,
+                   sig.canonical_query.empty() ? "" : "?", sig.canonical_query);
+  http.headers = std::move(sig.headers);
+  http.body = call.body;
+  return http_.Send(http, sink, sink_skip);
+}
+
+absl::Status S3Store::ErrorStatus(const Call& call,
+                                  const HttpResponse& response) const {
+  std::string code, message;
+  if (!response.body.empty()) {
+    if (absl::StatusOr<XmlElement> doc = ParseXml(response.body);
+        doc.ok() && doc->name == "Error") {
+      code = std::string(doc->ChildText("Code"));
+      message = std::string(doc->ChildText("Message"));
+    }
+  }
+  if (code.empty()) {
+    switch (response.status) {
+      case 403:
+        code = "AccessDenied";
+        break;
+      case 404:
+        code = "NotFound";
+        break;
+      case 412:
+        code = "PreconditionFailed";
+        break;
+      default:
+        code = absl::StrCat("HTTP ", response.status);
+    }
+  }
+  std::string msg = RedactSecrets(absl::StrCat(
+      "S3 ", call.op, " of ", Describe(call.key), ": ", response.status, " ",
+      code, message.empty() ? "" : ": ", message,
+      response.Header("x-amz-request-id").empty() ? "" : " (request id ",
+      response.Header("x-amz-request-id"),
+      response.Header("x-amz-request-id").empty() ? "" : ")"));
+  const long s = response.status;
+  if (code == "SlowDown" || s == 429) return absl::ResourceExhaustedError(msg);
+  if (code == "RequestTimeout" || code == "InternalError" || s >= 500)
+    return absl::UnavailableError(msg);
+  if (code == "NoSuchBucket") {
+    return absl::NotFoundError(
+        absl::StrCat(msg, " (the bucket does not exist)"));
+  }
+  if (s == 404) return absl::NotFoundError(msg);
+  if (s == 401 || s == 403 || code == "ExpiredToken" ||
+      code == "InvalidToken" || code == "InvalidAccessKeyId" ||
+      code == "SignatureDoesNotMatch" ||
+      code == "AuthorizationHeaderMalformed") {
+    return absl::PermissionDeniedError(msg);
+  }
+  if (s == 304 || s == 412) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(msg, " (the object changed)"));
+  }
+  if (s == 416) return absl::OutOfRangeError(msg);
+  if (s == 400) return absl::InvalidArgumentError(msg);
+  return absl::UnknownError(msg);
+}
+
+absl::StatusOr<ObjectInfo> S3Store::Stat(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  const std::string key = KeyOf(rel);
+  if (!rel.empty()) {
+    Call head{.method = "HEAD", .key = key, .op = "stat"};
+    HttpResponse response;
+    LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+        http_.options().retry, "s3.head", [&]() -> absl::Status {
+          LARDER_ASSIGN_OR_RETURN(response, SendOnce(head, {}, 0));
+          if (response.status == 200 || response.status == 404)
+            return absl::OkStatus();
+          return ErrorStatus(head, response);
+        }));
+    if (response.status == 200) {
+      ObjectInfo info;
+      info.path = rel;
+      std::optional<uint64_t> size =
+          ParseUint(response.Header("content-length"));
+      if (!size) {
+        return absl::InternalError(
+            absl::StrCat("S3 stat of ", Describe(key), ": no Content-Length"));
+      }
+      info.size = *size;
+      info.version = NormalizeEtag(response.Header("etag"));
+      info.mtime = ParseHttpDate(response.Header("last-modified"));
+      return info;
+    }
+  }
+  // Not an object: a directory if any key lies below it (for the root: if the
+  // bucket can be listed at all, which also checks access).
+  ListOptions probe;
+  probe.page_size = 1;
+  LARDER_ASSIGN_OR_RETURN(ListPage page, List(rel, probe));
+  if (!rel.empty() && page.entries.empty()) {
+    return absl::NotFoundError(absl::StrCat("S3 stat of ", Describe(key),
+                                            ": no such object or prefix"));
+  }
+  ObjectInfo info;
+  info.path = rel;
+  info.is_dir = true;
+  return info;
+}
+
+absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
+                                       const ListOptions& options) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
+  std::string list_prefix = KeyOf(rel);
+  if (!list_prefix.empty()) list_prefix.push_back('/');
+  Call call{.method = "GET", .key = "", .op = "list"};
+  call.query = {{"list-type", "2"},
+                {"prefix", list_prefix},
+                {"max-keys",
+                 absl::StrCat(std::clamp<size_t>(options.page_size, 1, 1000))},
+                {"encoding-type", "url"}};
+  if (!options.recursive) call.query.emplace_back("delimiter", "/");
+  if (!options.page_token.empty())
+    call.query.emplace_back("continuation-token", options.page_token);
+
+  HttpResponse response;
+  LARDER_RETURN_IF_ERROR(
+      RetryWithBackoff(http_.options().retry, "s3.list", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(response, SendOnce(call, {}, 0));
+        if (response.status == 200) return absl::OkStatus();
+        return ErrorStatus(call, response);
+      }));
+  absl::StatusOr<XmlElement> doc = ParseXml(response.body);
+  if (!doc.ok() || doc->name != "ListBucketResult") {
+    return absl::InternalError(absl::StrCat(
+        "S3 list of ", Describe(list_prefix), ": unexpected response body"));
+  }
+  const bool url_encoded = doc->ChildText("EncodingType") == "url";
+  auto decode = [&](absl::string_view text) -> std::string {
+    if (!url_encoded) return std::string(text);
+    absl::StatusOr<std::string> d = PercentDecode(text);
+    return d.ok() ? *d : std::string(text);
+  };
+
+  ListPage page;
+  for (const XmlElement& e : doc->children) {
+    if (e.name == "Contents") {
+      std::string key = decode(e.ChildText("Key"));
+      if (key == list_prefix || absl::EndsWith(key, "/"))
+        continue;  // Directory markers.
+      std::optional<std::string> entry_rel = RelOf(key);
+      if (!entry_rel) {
+        LARDER_LOG(DEBUG, "s3.list.skip")
+            .Field("key", key)
+            .Field("why", "not addressable");
+        continue;
+      }
+      ObjectInfo info;
+      info.path = std::move(*entry_rel);
+      info.size = ParseUint(e.ChildText("Size")).value_or(0);
+      info.version = NormalizeEtag(e.ChildText("ETag"));
+      info.mtime = ParseIsoTime(e.ChildText("LastModified"));
+      page.entries.push_back(std::move(info));
+    } else if (e.name == "CommonPrefixes") {
+      const std::string decoded = decode(e.ChildText("Prefix"));
+      absl::string_view p = decoded;
+      while (absl::ConsumeSuffix(&p, "/")) {
+      }
+      std::optional<std::string> entry_rel = RelOf(p);
+      if (!entry_rel) continue;
+      ObjectInfo info;
+      info.path = std::move(*entry_rel);
+      info.is_dir = true;
+      page.entries.push_back(std::move(info));
+    }
+  }
+  // Contents and CommonPrefixes are each sorted; merge into one order.
+  std::sort(
+      page.entries.begin(), page.entries.end(),
+      [](const ObjectInfo& a, const ObjectInfo& b) { return a.path < b.path; });
+  if (doc->ChildText("IsTruncated") == "true") {
+    page.next_page_token = std::string(doc->ChildText("NextContinuationToken"));
+    if (page.next_page_token.empty()) {
+      return absl::InternalError(
+          absl::StrCat("S3 list of ", Describe(list_prefix),
+                       ": truncated listing without a continuation token"));
+    }
+  }
+  return page;
+}
+
+absl::StatusOr<size_t> S3Store::ReadRange(absl::string_view path,
+                                          uint64_t offset,
+                                          absl::Span<char> buffer,
+                                          absl::string_view expected_version) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  if (rel.empty())
+    return absl::InvalidArgumentError(
+        "cannot read the store root: it is a directory");
+  const std::string key = KeyOf(rel);
+  if (buffer.empty()) return 0;
+  Call call{.method = "GET", .key = key, .op = "read"};
+  call.headers.emplace_back(
+      "Range", absl::StrCat("bytes=", offset, "-", offset + buffer.size() - 1));
+  if (!expected_version.empty())
+    call.headers.emplace_back("If-Match",
+                              absl::StrCat("\"", expected_version, "\""));
+
+  auto check_version = [&](const HttpResponse& r) -> absl::Status {
+    std::string etag = NormalizeEtag(r.Header("etag"));
+    if (!expected_version.empty() && etag != expected_version) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "S3 read of ", Describe(key), ": the object changed (ETag ", etag,
+          ", expected ", expected_version, ")"));
+    }
+    return absl::OkStatus();
+  };
+
+  size_t result = 0;
+  uint64_t skip = 0;  // Becomes `offset` if the server ignores Range.
+  LARDER_RETURN_IF_ERROR(
+      RetryWithBackoff(http_.options().retry, "s3.get", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, buffer, skip));
+        if (r.status == 206 || (r.status == 200 && skip == offset)) {
+          LARDER_RETURN_IF_ERROR(check_version(r));
+          result = r.sink_bytes;
+          return absl::OkStatus();
+        }
+        if (r.status == 200) {
+          // Range ignored: the body starts at byte 0. Read again, skipping.
+          skip = offset;
+          return absl::UnavailableError(
+              "server ignored the Range header; reading again");
+        }
+        if (r.status == 416) {
+          // Beyond the end. "bytes */SIZE" says where the end is.
+          absl::string_view cr = r.Header("content-range");
+          std::optional<uint64_t> size;
+          if (absl::ConsumePrefix(&cr, "bytes */")) size = ParseUint(cr);
+          if (!size) {
+            LARDER_ASSIGN_OR_RETURN(ObjectInfo info, Stat(rel));
+            if (!expected_version.empty() && info.version != expected_version) {
+              return absl::FailedPreconditionError(absl::StrCat(
+                  "S3 read of ", Describe(key), ": the object changed"));
+            }
+            size = info.size;
+          } else {
+            LARDER_RETURN_IF_ERROR(check_version(r));
+          }
+          if (offset == *size) {
+            result = 0;
+            return absl::OkStatus();
+          }
+          return absl::OutOfRangeError(
+              absl::StrCat("S3 read of ", Describe(key), " at ", offset,
+                           " beyond its size ", *size));
+        }
+        return ErrorStatus(call, r);
+      }));
+  return result;
+}
+
+absl::StatusOr<std::string> S3Store::Put(absl::string_view path,
+                                         absl::string_view data) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  Call call{.method = "PUT", .key = KeyOf(rel), .body = data, .op = "put"};
+  std::string version;
+  LARDER_RETURN_IF_ERROR(
+      RetryWithBackoff(http_.options().retry, "s3.put", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        if (r.status != 200) return ErrorStatus(call, r);
+        version = NormalizeEtag(r.Header("etag"));
+        return absl::OkStatus();
+      }));
+  return version;
+}
+
+absl::Status S3Store::Delete(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  Call call{.method = "DELETE", .key = KeyOf(rel), .op = "delete"};
+  return RetryWithBackoff(
+      http_.options().retry, "s3.delete", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        if (r.status == 204 || r.status == 200 || r.status == 404)
+          return absl::OkStatus();
+        return ErrorStatus(call, r);
+      });
+}
+
+}  // namespace larder

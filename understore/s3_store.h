@@ -1,0 +1,121 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: s3_store.h
+// -----------------------------------------------------------------------------
+//
+// `s3://` backend: Amazon S3 or any S3-compatible endpoint.
+//
+//   s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
+//
+// URI options (all optional):
+//   endpoint    scheme://host[:port] of the service. Default: AWS,
+//               https://s3.<region>.amazonaws.com.
+//   region      signing region. Default: AWS_REGION, AWS_DEFAULT_REGION, or
+//               us-east-1.
+//   path_style  true: http://endpoint/bucket/key; false: virtual-hosted,
+//               http://bucket.endpoint/key. Default: false on AWS (true for
+//               bucket names with dots over https), true for a custom endpoint
+//               (what most S3-compatible servers expect).
+//   profile     profile of the shared credentials file (see aws_credentials.h).
+//   anonymous   true: send unsigned requests (public buckets).
+//
+// Requests are signed with SigV4 (aws_sigv4.h), sent through a pool of kept-
+// alive libcurl connections (http_client.h), and retried with exponential
+// backoff and jitter on connection errors, timeouts, 5xx and throttling
+// (429, 503 SlowDown). Ranged GETs land directly in the caller's buffer.
+//
+// Changed objects: ReadRange with an expected version sends If-Match and also
+// compares the ETag of the response, because not every S3-compatible server
+// honours If-Match; either way a mismatch is FailedPrecondition.
+//
+// Directories are prefixes: Stat("a/b") of a key that does not exist but has
+// keys below "a/b/" answers is_dir; List uses delimiter '/' (or none when
+// recursive) and continuation tokens. Keys that cannot be addressed as store
+// paths (with "." / ".." / empty components) are skipped in listings.
+//
+// Thread-safe.
+#ifndef LARDER_UNDERSTORE_S3_STORE_H_
+#define LARDER_UNDERSTORE_S3_STORE_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "understore/aws_credentials.h"
+#include "understore/http_client.h"
+#include "understore/options.h"
+#include "understore/under_store.h"
+#include "understore/uri.h"
+
+namespace larder {
+
+class S3Store final : public UnderStore {
+ public:
+  // Errors: InvalidArgument (bad bucket, endpoint or option), and those of
+  // LoadAwsCredentials. Does no network I/O.
+  static absl::StatusOr<std::unique_ptr<S3Store>> Open(
+      const StoreUri& uri, const UnderStoreOptions& options);
+
+  absl::string_view scheme() const override { return "s3"; }
+  std::string DebugString() const override;
+  absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override;
+  absl::StatusOr<ListPage> List(absl::string_view dir,
+                                const ListOptions& options) override;
+  absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
+                                   absl::Span<char> buffer,
+                                   absl::string_view expected_version) override;
+
+  // Uploads `data` as `path` with a single PutObject; returns the new version.
+  // Used by tests and tools to stage data; the cache itself never writes.
+  absl::StatusOr<std::string> Put(absl::string_view path,
+                                  absl::string_view data);
+  // Deletes `path` (missing is not an error).
+  absl::Status Delete(absl::string_view path);
+
+  const std::string& bucket() const { return bucket_; }
+
+ private:
+  struct Call {
+    std::string method;
+    std::string key;  // Full object key, or "" for a bucket-level request.
+    std::vector<std::pair<std::string, std::string>> query;
+    std::vector<std::pair<std::string, std::string>> headers;
+    absl::string_view body;
+    absl::string_view op;  // For logs and errors: "stat", "read", ...
+  };
+
+  S3Store(std::string bucket, std::string prefix, std::string region,
+          std::string scheme, std::string endpoint_host, bool path_style,
+          AwsCredentials credentials, HttpOptions http);
+
+  // One signed attempt. Returns the raw response for any HTTP status.
+  absl::StatusOr<HttpResponse> SendOnce(const Call& call, absl::Span<char> sink,
+                                        uint64_t sink_skip);
+  // Turns a non-2xx response into a status (Unavailable etc. for retryables).
+  absl::Status ErrorStatus(const Call& call,
+                           const HttpResponse& response) const;
+  // Full key of a normalized store path.
+  std::string KeyOf(absl::string_view rel) const;
+  // Store path of a full key, or nullopt if the key is outside the prefix or
+  // is not addressable.
+  std::optional<std::string> RelOf(absl::string_view key) const;
+  std::string Describe(absl::string_view key) const;
+
+  const std::string bucket_;
+  const std::string prefix_;  // No leading or trailing '/'; may be empty.
+  const std::string region_;
+  const std::string scheme_;         // "http" or "https".
+  const std::string endpoint_host_;  // host[:port] of the service.
+  const bool path_style_;
+  const AwsCredentials credentials_;
+  HttpClient http_;
+};
+
+// Strips the quotes (and a weak "W/" marker) from an ETag header value.
+std::string NormalizeEtag(absl::string_view etag);
+
+}  // namespace larder
+
+#endif  // LARDER_UNDERSTORE_S3_STORE_H_
