@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds Larder into build/ (or $LARDER_BUILD_DIR) with Ninja.
+# Extra arguments go to cmake's configure step, e.g. -DLARDER_SANITIZER=address.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${LARDER_BUILD_DIR:-build}
+jobs=${LARDER_JOBS:-2}
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${LARDER_BUILD_TYPE:-RelWithDebInfo} "$@" >/dev/null
+cmake --build "$build_dir" -j "$jobs"

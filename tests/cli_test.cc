@@ -1,0 +1,112 @@
+// Copyright 2026 The Larder Authors.
+//
+// The `larder` binary as a user runs it: exit codes, clear messages, and a
+// copy of a dataset out of a real s3rver.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/s3rver.h"
+#include "understore/factory.h"
+#include "understore/s3_store.h"
+
+namespace larder {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliResult {
+  int exit_code;
+  std::string output;  // stdout + stderr
+};
+
+CliResult RunLarder(const std::string& args, const std::string& env = "") {
+  std::string cmd =
+      absl::StrCat(env, " ", LARDER_CLI_BINARY, " ", args, " 2>&1");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(CliTest, UsageAndUnknownCommand) {
+  EXPECT_EQ(RunLarder("").exit_code, 2);
+  CliResult r = RunLarder("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("unknown command 'frobnicate'"));
+  r = RunLarder("store --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("larder store copy URI DEST_DIR"));
+}
+
+TEST(CliTest, ClearErrorsAndExitCodes) {
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFile(dir.path() + "/a.txt", "abc").ok());
+  CliResult r = RunLarder("store ls not-a-uri");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("bad under-store URI"));
+  r = RunLarder(absl::StrCat("store stat file://", dir.path(), " missing.txt"));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.output, HasSubstr("NOT_FOUND"));
+  r = RunLarder(
+      absl::StrCat("store cat file://", dir.path(), " ../etc/passwd"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("inside the store root"));
+  r = RunLarder(absl::StrCat("store cat file://", dir.path(), " a.txt"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "abc");
+  r = RunLarder(
+      absl::StrCat("store ls s3://bucket/x?endpoint=http://127.0.0.1:",
+                   testing::PickFreePort(), " --retry_max_attempts=2"),
+      "AWS_ACCESS_KEY_ID=AKIDCLITEST AWS_SECRET_ACCESS_KEY=CliSecretValue99");
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_THAT(r.output, HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("CliSecretValue99")));
+}
+
+TEST(CliTest, CopiesADatasetOutOfS3) {
+  auto server = testing::S3rver::Start("cli");
+  ASSERT_TRUE(server.ok()) << server.status();
+  UnderStoreOptions o;
+  o.aws_credentials = testing::S3rver::Credentials();
+  auto store = OpenUnderStore((*server)->Uri("ds"), o);
+  ASSERT_TRUE(store.ok());
+  auto* s3 = static_cast<S3Store*>(store->get());
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 30; ++i) {
+    std::string path = absl::StrCat("class", i % 3, "/sample", i, ".bin");
+    std::string data(1000 * i + 17, static_cast<char>('a' + i % 26));
+    ASSERT_TRUE(s3->Put(path, data).ok());
+    files[path] = data;
+  }
+  testing::TempDir dest;
+  CliResult r =
+      RunLarder(absl::StrCat("store copy '", (*server)->Uri("ds"), "' ",
+                             dest.path(), " --chunk_size=4096 --parallel=4"),
+                "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("copied 30 files"));
+  for (const auto& [path, data] : files) {
+    auto got = testing::ReadFile(dest.path() + "/" + path);
+    ASSERT_TRUE(got.ok()) << path;
+    EXPECT_EQ(*got, data) << path;
+  }
+  r = RunLarder(
+      absl::StrCat("store ls '", (*server)->Uri("ds"), "' --recursive"),
+      "AWS_ACCESS_KEY_ID=BADKEY1234 AWS_SECRET_ACCESS_KEY=BadSecret1234");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("BadSecret1234")));
+}
+
+}  // namespace
+}  // namespace larder

@@ -1,0 +1,164 @@
+// Copyright 2026 The Larder Authors.
+//
+// S3-specific behaviour against a real s3rver: credentials, addressing, an
+// unreachable or stopped server, and retries.
+#include "understore/s3_store.h"
+
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/s3rver.h"
+#include "understore/factory.h"
+
+namespace larder {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+UnderStoreOptions FastRetries(AwsCredentials creds) {
+  UnderStoreOptions o;
+  o.aws_credentials = std::move(creds);
+  o.http.retry.max_attempts = 3;
+  o.http.retry.initial_backoff = absl::Milliseconds(10);
+  o.http.retry.max_backoff = absl::Milliseconds(50);
+  o.http.connect_timeout = absl::Seconds(2);
+  return o;
+}
+
+class S3StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = testing::S3rver::Start("s3-test");
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto s = OpenUnderStore(server_->Uri("data"),
+                            FastRetries(testing::S3rver::Credentials()));
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_.reset(static_cast<S3Store*>(s->release()));
+  }
+
+  std::unique_ptr<testing::S3rver> server_;
+  std::unique_ptr<S3Store> store_;
+};
+
+TEST_F(S3StoreTest, UnknownAccessKeyIsPermissionDeniedWithoutLeakingSecrets) {
+  ASSERT_TRUE(store_->Put("x.txt", "x").ok());
+  auto bad =
+      OpenUnderStore(server_->Uri("data"),
+                     FastRetries({"AKIDUNKNOWN12345", "wrongSecretValue/xyz",
+                                  "SessTokenXYZ"}));
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  for (absl::Status st :
+       {(*bad)->Stat("x.txt").status(), (*bad)->List("", {}).status()}) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
+    std::string msg(st.message());
+    EXPECT_THAT(msg, Not(HasSubstr("AKIDUNKNOWN12345")));
+    EXPECT_THAT(msg, Not(HasSubstr("wrongSecretValue")));
+    EXPECT_THAT(msg, Not(HasSubstr("SessTokenXYZ")));
+  }
+  char buf[1];
+  auto r = (*bad)->ReadRange("x.txt", 0, absl::MakeSpan(buf), "");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied)
+      << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("InvalidAccessKeyId"));
+}
+
+TEST_F(S3StoreTest, NoCredentialsIsUnauthenticated) {
+  testing::TempDir home;
+  UnderStoreOptions o;
+  o.env = [&](absl::string_view name) -> std::optional<std::string> {
+    if (name == "HOME") return home.path();
+    return std::nullopt;
+  };
+  auto s = OpenUnderStore(server_->Uri("data"), o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnauthenticated)
+      << s.status();
+}
+
+TEST_F(S3StoreTest, MissingBucketIsNotFound) {
+  auto s = OpenUnderStore(
+      absl::StrCat("s3://no-such-bucket/p?endpoint=", server_->endpoint()),
+      FastRetries(testing::S3rver::Credentials()));
+  ASSERT_TRUE(s.ok());
+  auto st = (*s)->List("", {});
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kNotFound) << st.status();
+  EXPECT_THAT(std::string(st.status().message()), HasSubstr("bucket"));
+}
+
+TEST_F(S3StoreTest, ServerStoppedMidTestIsUnavailableThenRecovers) {
+  ASSERT_TRUE(store_->Put("obj", std::string(100000, 'z')).ok());
+  auto info = store_->Stat("obj");
+  ASSERT_TRUE(info.ok());
+  server_->Kill();
+  const absl::Time start = absl::Now();
+  std::string buf(1000, '\0');
+  auto r = store_->ReadRange("obj", 10, absl::MakeSpan(buf), info->version);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_EQ(store_->Stat("obj").status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store_->List("", {}).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10))
+      << "retries must be bounded";
+  ASSERT_TRUE(server_->Restart().ok());
+  auto again = store_->ReadRange("obj", 10, absl::MakeSpan(buf), info->version);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(buf, std::string(1000, 'z'));
+}
+
+TEST_F(S3StoreTest, UnreachableEndpointIsUnavailable) {
+  const int port = testing::PickFreePort();  // Nothing listens there.
+  auto s = OpenUnderStore(
+      absl::StrCat("s3://bucket/p?endpoint=http://127.0.0.1:", port),
+      FastRetries(testing::S3rver::Credentials()));
+  ASSERT_TRUE(s.ok());
+  auto st = (*s)->Stat("k");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kUnavailable) << st.status();
+  EXPECT_THAT(std::string(st.status().message()), HasSubstr("127.0.0.1"));
+}
+
+TEST_F(S3StoreTest, KeysWithSpecialCharactersRoundTrip) {
+  const std::vector<std::string> keys = {
+      "a b/c+d=e&f.txt", "ünï/日本語.jpg", "x~y!z*(1)'.bin",
+      "semi;colon,comma:at@$.dat", "per%cent.txt"};
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(store_->Put(k, "payload:" + k).ok()) << k;
+  }
+  for (const std::string& k : keys) {
+    auto info = store_->Stat(k);
+    ASSERT_TRUE(info.ok()) << k << ": " << info.status();
+    std::string buf(info->size, '\0');
+    auto n = store_->ReadRange(k, 0, absl::MakeSpan(buf), info->version);
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(buf, "payload:" + k);
+  }
+  std::set<std::string> listed;
+  ASSERT_TRUE(ListAll(*store_, "", true, [&](const ObjectInfo& e) {
+                listed.insert(e.path);
+                return absl::OkStatus();
+              }).ok());
+  for (const std::string& k : keys) EXPECT_TRUE(listed.count(k)) << k;
+}
+
+TEST_F(S3StoreTest, ObjectsOutsideThePrefixAreInvisible) {
+  auto other = OpenUnderStore(server_->Uri("other"),
+                              FastRetries(testing::S3rver::Credentials()));
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(static_cast<S3Store*>(other->get())->Put("secret.txt", "s").ok());
+  ASSERT_TRUE(store_->Put("mine.txt", "m").ok());
+  EXPECT_EQ(store_->Stat("secret.txt").status().code(),
+            absl::StatusCode::kNotFound);
+  auto page = store_->List("", {});
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].path, "mine.txt");
+}
+
+}  // namespace
+}  // namespace larder
