@@ -28,3 +28,12 @@ endif()
 
 find_program(LARDER_PROTOC protoc REQUIRED)
 find_program(LARDER_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+
+# civetweb (Debian's libcivetweb-dev ships no pkg-config file): the embedded
+# HTTP server behind every daemon's /metrics and /healthz.
+find_path(CIVETWEB_INCLUDE_DIR civetweb.h REQUIRED)
+find_library(CIVETWEB_LIBRARY civetweb REQUIRED)
+add_library(larder_civetweb INTERFACE)
+target_include_directories(larder_civetweb INTERFACE ${CIVETWEB_INCLUDE_DIR})
+target_link_libraries(larder_civetweb INTERFACE ${CIVETWEB_LIBRARY})
+add_library(larder::civetweb ALIAS larder_civetweb)

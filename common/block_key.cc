@@ -1,0 +1,61 @@
+// Copyright 2026 The Larder Authors.
+#include "common/block_key.h"
+
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace larder {
+
+std::string BlockKey::ToHex() const {
+  return absl::StrFormat("%016x%016x", high, low);
+}
+
+bool BlockKey::FromHex(absl::string_view hex, BlockKey* key) {
+  if (hex.size() != 32) return false;
+  for (char c : hex) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return absl::SimpleHexAtoi(hex.substr(0, 16), &key->high) &&
+         absl::SimpleHexAtoi(hex.substr(16), &key->low);
+}
+
+BlockKey BlockId::Key() const {
+  Hasher h;
+  h.Add("larder-block-v1")
+      .Add(mount)
+      .Add(path)
+      .Add(version)
+      .Add(block_size)
+      .Add(index);
+  Hash128Value v = h.Finish128();
+  return BlockKey{v.low, v.high};
+}
+
+uint64_t BlockId::length() const {
+  if (offset() >= object_size) return 0;
+  return std::min(block_size, object_size - offset());
+}
+
+std::string BlockId::DebugString() const {
+  return absl::StrCat(mount, "/", path, "#", index);
+}
+
+absl::Status BlockId::Validate() const {
+  if (mount.empty()) return absl::InvalidArgumentError("block has no mount");
+  if (block_size == 0 || block_size > (1ull << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad block size ", block_size, " (1 B to 1 GiB)"));
+  }
+  if (object_size == 0 || index >= BlockCount(object_size, block_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", DebugString(), " lies beyond the object (size ",
+                     object_size, ", block size ", block_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace larder

@@ -1,0 +1,73 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: block_key.h
+// -----------------------------------------------------------------------------
+//
+// The block model. A block is a fixed-size range of one object version:
+// block `index` of an object covers bytes [index * block_size,
+// min(object_size, (index + 1) * block_size)). Its key hashes the mount, the
+// object path, the object version, the block size and the index, so a changed
+// object or a re-configured mount can never hit old bytes. The key is part of
+// the cluster's wire contract (it places the block on the ring): never change
+// how it is computed.
+#ifndef LARDER_COMMON_BLOCK_KEY_H_
+#define LARDER_COMMON_BLOCK_KEY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "common/hash.h"
+
+namespace larder {
+
+// Default block size of a mount: 4 MiB.
+inline constexpr uint64_t kDefaultBlockSize = 4ull << 20;
+
+// 128-bit block key.
+struct BlockKey {
+  uint64_t low = 0;
+  uint64_t high = 0;
+  friend bool operator==(const BlockKey&, const BlockKey&) = default;
+  friend bool operator<(const BlockKey& a, const BlockKey& b) {
+    return a.high != b.high ? a.high < b.high : a.low < b.low;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const BlockKey& k) {
+    return H::combine(std::move(h), k.low, k.high);
+  }
+  std::string ToHex() const;  // 32 hex digits.
+  // Parses ToHex's output. Returns false on malformed input.
+  static bool FromHex(absl::string_view hex, BlockKey* key);
+};
+
+// Identity of one block, as carried in requests.
+struct BlockId {
+  std::string mount;
+  std::string path;
+  std::string version;
+  uint64_t index = 0;
+  uint64_t block_size = kDefaultBlockSize;
+  uint64_t object_size = 0;
+
+  BlockKey Key() const;
+  // First byte of the block within the object.
+  uint64_t offset() const { return index * block_size; }
+  // Bytes in this block (the last one is shorter).
+  uint64_t length() const;
+  // "mount/path#index" for logs and errors.
+  std::string DebugString() const;
+  // InvalidArgument if the block lies beyond the object or fields are empty.
+  absl::Status Validate() const;
+};
+
+// Number of blocks of an object (0 for an empty object).
+inline uint64_t BlockCount(uint64_t object_size, uint64_t block_size) {
+  return (object_size + block_size - 1) / block_size;
+}
+
+}  // namespace larder
+
+#endif  // LARDER_COMMON_BLOCK_KEY_H_

@@ -1,0 +1,51 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: thread_pool.h
+// -----------------------------------------------------------------------------
+//
+// A fixed-size pool of threads running queued tasks in FIFO order. It bounds
+// how much work of one kind runs at once (under-store fetches, NVMe writes).
+// Tasks must not wait for other tasks of the same pool (that can deadlock a
+// full pool); use a second pool for sub-tasks.
+//
+// Thread-safe. The destructor runs every queued task, then joins.
+#ifndef LARDER_COMMON_THREAD_POOL_H_
+#define LARDER_COMMON_THREAD_POOL_H_
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace larder {
+
+class ThreadPool {
+ public:
+  ThreadPool(int threads, std::string name);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void Schedule(std::function<void()> task);
+  // Tasks queued and not yet started.
+  size_t queued() const;
+  int threads() const { return static_cast<int>(threads_.size()); }
+
+ private:
+  void Loop();
+
+  mutable absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+  const std::string name_;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_COMMON_THREAD_POOL_H_

@@ -1,0 +1,88 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: block.h
+// -----------------------------------------------------------------------------
+//
+// A cached block in memory. Its bytes live in a memfd, so the worker can hand
+// a local client the file descriptor (short-circuit read) instead of copying
+// the bytes through a socket. Once filled, the memfd is sealed (no write,
+// grow or shrink by anyone, the client included), so a block is immutable
+// for its whole life.
+//
+// Lifetime: blocks are shared (std::shared_ptr<const Block>); the memory is
+// released when the last holder (cache tier, in-flight read, pending NVMe
+// write) lets go. A client that received the fd keeps the pages alive by
+// itself until it closes it.
+//
+// Usage:
+//
+//   LARDER_ASSIGN_OR_RETURN(BlockWriter w, BlockWriter::Create(id));
+//   fill(w.buffer());
+//   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const Block> block,
+//   std::move(w).Finish());
+#ifndef LARDER_WORKER_BLOCK_H_
+#define LARDER_WORKER_BLOCK_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/block_key.h"
+
+namespace larder {
+
+class Block {
+ public:
+  ~Block();
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  const BlockId& id() const { return id_; }
+  const BlockKey& key() const { return key_; }
+  uint64_t length() const { return length_; }
+  absl::string_view data() const { return {data_, length_}; }
+  // The sealed memfd; owned by the block. Dup it to pass it on.
+  int fd() const { return fd_; }
+
+ private:
+  friend class BlockWriter;
+  Block(BlockId id, BlockKey key, int fd, char* data, uint64_t length)
+      : id_(std::move(id)), key_(key), fd_(fd), data_(data), length_(length) {}
+
+  const BlockId id_;
+  const BlockKey key_;
+  const int fd_;
+  char* const data_;  // Shared mapping of fd_, length_ bytes.
+  const uint64_t length_;
+};
+
+// Builds one block. Move-only; not thread-safe, but buffer() may be filled by
+// several threads at disjoint offsets.
+class BlockWriter {
+ public:
+  // Errors: ResourceExhausted (out of memory or file descriptors).
+  static absl::StatusOr<BlockWriter> Create(BlockId id);
+
+  BlockWriter(BlockWriter&& other) noexcept;
+  BlockWriter& operator=(BlockWriter&&) = delete;
+  ~BlockWriter();
+
+  absl::Span<char> buffer() { return {data_, length_}; }
+
+  // Seals the memfd and returns the immutable block. Errors: Internal.
+  absl::StatusOr<std::shared_ptr<const Block>> Finish() &&;
+
+ private:
+  BlockWriter(BlockId id, int fd, char* data, uint64_t length)
+      : id_(std::move(id)), fd_(fd), data_(data), length_(length) {}
+
+  BlockId id_;
+  int fd_ = -1;
+  char* data_ = nullptr;
+  uint64_t length_ = 0;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_BLOCK_H_

@@ -1,0 +1,360 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/block_store.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace larder {
+
+absl::string_view BlockSourceName(BlockSource source) {
+  switch (source) {
+    case BlockSource::kRam:
+      return "ram";
+    case BlockSource::kNvme:
+      return "nvme";
+    case BlockSource::kUnderStore:
+      return "under_store";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Create(
+    BlockStoreOptions options, const MountTable* mounts,
+    WorkerMetrics* metrics) {
+  std::unique_ptr<BlockStore> s(
+      new BlockStore(std::move(options), mounts, metrics));
+  if (s->options_.nvme) {
+    LARDER_ASSIGN_OR_RETURN(
+        s->nvme_, NvmeTier::Open(*s->options_.nvme, &s->options_.rules));
+  }
+  return s;
+}
+
+BlockStore::BlockStore(BlockStoreOptions options, const MountTable* mounts,
+                       WorkerMetrics* metrics)
+    : options_(std::move(options)),
+      mounts_(mounts),
+      metrics_(metrics),
+      ram_(options_.ram_capacity_bytes, options_.ram_policy),
+      range_pool_(
+          std::make_unique<ThreadPool>(options_.range_threads, "larder-range")),
+      nvme_pool_(std::make_unique<ThreadPool>(options_.nvme_write_threads,
+                                              "larder-nvmew")),
+      fetch_pool_(std::make_unique<ThreadPool>(options_.fetch_threads,
+                                               "larder-fetch")) {
+  metrics_->ram_capacity.Set(static_cast<double>(options_.ram_capacity_bytes));
+}
+
+BlockStore::~BlockStore() { Shutdown(); }
+
+void BlockStore::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  // Pool destructors drain their queues: fetches first (they queue writes).
+  fetch_pool_.reset();
+  nvme_pool_.reset();
+  range_pool_.reset();
+}
+
+std::shared_ptr<const Block> BlockStore::LookupRam(const BlockKey& key) {
+  auto* e = ram_.Find(key, absl::Now());
+  if (e == nullptr) return nullptr;
+  return e->value;
+}
+
+std::shared_ptr<BlockStore::Flight> BlockStore::Join(const BlockId& id,
+                                                     bool* started) {
+  const BlockKey key = id.Key();
+  *started = false;
+  absl::MutexLock lock(&mu_);
+  if (auto it = flights_.find(key); it != flights_.end()) {
+    metrics_->single_flight_joins.Increment();
+    return it->second;
+  }
+  auto flight = std::make_shared<Flight>();
+  if (std::shared_ptr<const Block> b = LookupRam(key)) {
+    // Filled between the caller's lookup and now.
+    flight->result = BlockRead{std::move(b), BlockSource::kRam};
+    flight->done.Notify();
+    return flight;
+  }
+  if (shut_down_) {
+    flight->result = absl::UnavailableError("worker is shutting down");
+    flight->done.Notify();
+    return flight;
+  }
+  flights_.emplace(key, flight);
+  *started = true;
+  return flight;
+}
+
+absl::StatusOr<BlockRead> BlockStore::Get(
+    const BlockId& id, absl::Time deadline,
+    const std::function<bool()>& cancelled) {
+  LARDER_RETURN_IF_ERROR(id.Validate());
+  {
+    absl::MutexLock lock(&mu_);
+    if (std::shared_ptr<const Block> b = LookupRam(id.Key())) {
+      metrics_->hits_ram.Increment();
+      return BlockRead{std::move(b), BlockSource::kRam};
+    }
+  }
+  bool started = false;
+  std::shared_ptr<Flight> flight = Join(id, &started);
+  if (started) {
+    fetch_pool_->Schedule([this, id, flight] { RunFetch(id, flight); });
+  }
+  // Wait in slices so cancellation is noticed; the fetch goes on regardless.
+  while (!flight->done.WaitForNotificationWithDeadline(
+      std::min(deadline, absl::Now() + absl::Milliseconds(50)))) {
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("waiting for block ", id.DebugString()));
+    }
+    if (cancelled && cancelled()) return absl::CancelledError("read cancelled");
+  }
+  return flight->result;
+}
+
+void BlockStore::Prefetch(const BlockId& id) {
+  if (!id.Validate().ok()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ram_.Contains(id.Key())) return;
+  }
+  bool started = false;
+  std::shared_ptr<Flight> flight = Join(id, &started);
+  if (started)
+    fetch_pool_->Schedule([this, id, flight] { RunFetch(id, flight); });
+}
+
+void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
+  absl::StatusOr<BlockRead> result = Load(id);
+  {
+    absl::MutexLock lock(&mu_);
+    flights_.erase(id.Key());
+    flight->result = std::move(result);
+  }
+  flight->done.Notify();
+}
+
+absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
+  LARDER_ASSIGN_OR_RETURN(Mount mount, mounts_->Get(id.mount));
+  if (mount.block_size != id.block_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block size ", id.block_size, " of ", id.DebugString(),
+                     " differs from mount '", id.mount, "' (", mount.block_size,
+                     "): stale mount table"));
+  }
+  if (nvme_ && nvme_->Contains(id.Key())) {
+    absl::StatusOr<std::shared_ptr<const Block>> b = nvme_->Read(id);
+    if (b.ok()) {
+      metrics_->hits_nvme.Increment();
+      AdmitRam(*b);
+      return BlockRead{*std::move(b), BlockSource::kNvme};
+    }
+    if (b.status().code() == absl::StatusCode::kDataLoss) {
+      metrics_->checksum_failures.Increment();  // Dropped; refetch below.
+    } else if (b.status().code() != absl::StatusCode::kNotFound) {
+      LARDER_LOG(WARNING, "nvme.read")
+          .Field("block", id.DebugString())
+          .Field("status", b.status());
+    }
+  }
+  metrics_->misses.Increment();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<const Block>> b = FetchFromUnderStore(id);
+  metrics_->under_store_latency.Observe(
+      absl::ToDoubleSeconds(absl::Now() - start));
+  if (!b.ok()) {
+    metrics_->under_store_errors.Increment();
+    LARDER_LOG(WARNING, "fetch.failed")
+        .Field("block", id.DebugString())
+        .Field("status", b.status());
+    return b.status();
+  }
+  metrics_->under_store_bytes.Increment(static_cast<double>((*b)->length()));
+  AdmitRam(*b);
+  if (nvme_) QueueNvmeWrite(*b);
+  return BlockRead{*std::move(b), BlockSource::kUnderStore};
+}
+
+absl::StatusOr<std::shared_ptr<const Block>> BlockStore::FetchFromUnderStore(
+    const BlockId& id) {
+  LARDER_ASSIGN_OR_RETURN(Mount mount, mounts_->Get(id.mount));
+  LARDER_ASSIGN_OR_RETURN(BlockWriter writer, BlockWriter::Create(id));
+  absl::Span<char> buf = writer.buffer();
+  const uint64_t sub =
+      std::max<uint64_t>(options_.fetch_subrange_bytes, 64 << 10);
+  const size_t parts = buf.size() >= 2 * sub ? (buf.size() + sub - 1) / sub : 1;
+
+  struct Part {
+    absl::Status status;
+    size_t got = 0;
+  };
+  std::vector<Part> results(parts);
+  auto read_part = [&, store = mount.store](size_t i) {
+    const size_t off = i * sub;
+    const size_t len =
+        parts == 1 ? buf.size() : std::min<size_t>(sub, buf.size() - off);
+    metrics_->under_store_requests.Increment();
+    absl::StatusOr<size_t> n = store->ReadRange(
+        id.path, id.offset() + off, buf.subspan(off, len), id.version);
+    if (!n.ok()) {
+      results[i].status = n.status();
+    } else {
+      results[i].got = *n;
+      if (*n != len) {
+        results[i].status = absl::FailedPreconditionError(absl::StrCat(
+            id.DebugString(), ": the object is shorter than its stated size (",
+            id.object_size, "); it changed"));
+      }
+    }
+  };
+  if (parts == 1) {
+    read_part(0);
+  } else {
+    std::atomic<size_t> remaining{parts};
+    absl::Notification all_done;
+    for (size_t i = 0; i < parts; ++i) {
+      range_pool_->Schedule([&, i] {
+        read_part(i);
+        if (remaining.fetch_sub(1) == 1) all_done.Notify();
+      });
+    }
+    all_done.WaitForNotification();
+  }
+  for (const Part& p : results) LARDER_RETURN_IF_ERROR(p.status);
+  return std::move(writer).Finish();
+}
+
+void BlockStore::AdmitRam(const std::shared_ptr<const Block>& block) {
+  std::vector<std::shared_ptr<const Block>> evicted;
+  bool admitted;
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t before = ram_.evictions();
+    admitted =
+        ram_.Admit(block->key(), block, block->length(),
+                   options_.rules.Pinned(block->id()),
+                   options_.rules.Ttl(block->id()), absl::Now(), &evicted);
+    metrics_->evictions_ram.Increment(
+        static_cast<double>(ram_.evictions() - before));
+  }
+  if (!admitted) {
+    LARDER_LOG(DEBUG, "ram.not_admitted")
+        .Field("block", block->id().DebugString());
+  }
+  // A block leaving RAM that NVMe does not hold yet is written there now.
+  if (nvme_) {
+    for (auto& b : evicted) {
+      if (!nvme_->Contains(b->key())) QueueNvmeWrite(std::move(b));
+    }
+  }
+}
+
+void BlockStore::QueueNvmeWrite(std::shared_ptr<const Block> block) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_nvme_writes_ >= options_.max_pending_nvme_writes) {
+      metrics_->nvme_write_failures.Increment();
+      return;  // NVMe cannot keep up: this block stays RAM-only.
+    }
+    ++pending_nvme_writes_;
+  }
+  nvme_pool_->Schedule([this, block = std::move(block)] {
+    absl::Status st = nvme_->Write(*block);
+    if (!st.ok()) {
+      metrics_->nvme_write_failures.Increment();
+      LARDER_LOG(DEBUG, "nvme.write")
+          .Field("block", block->id().DebugString())
+          .Field("status", st);
+    }
+    absl::MutexLock lock(&mu_);
+    --pending_nvme_writes_;
+  });
+}
+
+bool BlockStore::Lease(const BlockKey& key, absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  if (!ram_.Lease(key, until)) return false;
+  ++leases_;
+  metrics_->leases.Set(leases_);
+  return true;
+}
+
+void BlockStore::Unlease(const BlockKey& key) {
+  absl::MutexLock lock(&mu_);
+  ram_.Unlease(key);
+  if (leases_ > 0) --leases_;
+  metrics_->leases.Set(leases_);
+}
+
+size_t BlockStore::Evict(const std::vector<BlockId>& ids) {
+  size_t n = 0;
+  std::vector<BlockKey> keys;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const BlockId& id : ids) {
+      keys.push_back(id.Key());
+      if (ram_.Erase(keys.back())) ++n;
+    }
+  }
+  if (nvme_) n += nvme_->Erase(keys);
+  return n;
+}
+
+size_t BlockStore::EvictPrefix(absl::string_view prefix) {
+  size_t n;
+  {
+    absl::MutexLock lock(&mu_);
+    n = ram_.EraseIf(
+                [&](const BlockKey&, const std::shared_ptr<const Block>& b) {
+                  return absl::StartsWith(
+                      absl::StrCat(b->id().mount, "/", b->id().path), prefix);
+                })
+            .size();
+  }
+  if (nvme_) n += nvme_->ErasePrefix(prefix);
+  return n;
+}
+
+BlockStore::Stats BlockStore::GetStats() {
+  Stats s;
+  {
+    absl::MutexLock lock(&mu_);
+    s.ram_capacity = ram_.capacity();
+    s.ram_used = ram_.used();
+    s.ram_blocks = ram_.size();
+    s.ram_evictions = ram_.evictions();
+    s.leases = static_cast<uint64_t>(leases_);
+  }
+  if (nvme_) {
+    s.has_nvme = true;
+    s.nvme = nvme_->GetStats();
+  }
+  return s;
+}
+
+void BlockStore::UpdateGauges() {
+  Stats s = GetStats();
+  metrics_->ram_used.Set(static_cast<double>(s.ram_used));
+  uint64_t used = 0, cap = 0;
+  for (const auto& d : s.nvme.dirs) {
+    used += d.used;
+    cap += d.capacity;
+  }
+  metrics_->nvme_used.Set(static_cast<double>(used));
+  metrics_->nvme_capacity.Set(static_cast<double>(cap));
+}
+
+}  // namespace larder

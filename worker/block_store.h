@@ -1,0 +1,161 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: block_store.h
+// -----------------------------------------------------------------------------
+//
+// The worker's block store: a RAM tier of sealed memfd blocks in front of an
+// optional NVMe tier, filled from the under-stores on a miss.
+//
+// A read (Get) looks in RAM, then on NVMe (a hit there is verified, then
+// promoted to RAM), then fetches from the mount's under-store. A miss is
+// fetched once: concurrent Gets of the same block, from any RPC or the
+// short-circuit socket, wait on the same fetch (single-flight). Fetches run
+// on a bounded pool; a block of at least two sub-ranges is fetched as
+// parallel ranged reads into the block's memory, pinned to the object
+// version. A failed fetch hands the under-store's error to every waiter and
+// leaves no partial block. A waiter that gives up (deadline, cancellation)
+// leaves the fetch running for the others.
+//
+// Every fetched block is also written to NVMe in the background (inclusive
+// tiers), so a restarted worker is warm; a RAM eviction then costs nothing.
+// Blocks that the NVMe tier could not take are written when RAM evicts them.
+//
+// Thread-safe. Owns its thread pools; Shutdown() (or the destructor) waits
+// for fetches and NVMe writes in progress.
+#ifndef LARDER_WORKER_BLOCK_STORE_H_
+#define LARDER_WORKER_BLOCK_STORE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/thread_pool.h"
+#include "worker/block.h"
+#include "worker/cache_index.h"
+#include "worker/metrics.h"
+#include "worker/mount_table.h"
+#include "worker/nvme_tier.h"
+
+namespace larder {
+
+struct BlockStoreOptions {
+  // RAM tier capacity. Default 1 GiB.
+  uint64_t ram_capacity_bytes = 1ull << 30;
+  EvictionPolicy ram_policy = EvictionPolicy::kLru;
+  // NVMe tier; none when empty.
+  std::optional<NvmeOptions> nvme;
+  CacheRules rules;
+  // Blocks fetched from under-stores at once. Default 16.
+  int fetch_threads = 16;
+  // Ranged reads in flight for sub-range fetches. Default 32.
+  int range_threads = 32;
+  // Sub-range size for parallel fetches of large blocks. Default 1 MiB.
+  uint64_t fetch_subrange_bytes = 1ull << 20;
+  // Background NVMe writers and the most blocks queued for them (beyond it,
+  // new blocks are not written: RAM-only for them). Defaults 2 and 256.
+  int nvme_write_threads = 2;
+  size_t max_pending_nvme_writes = 256;
+};
+
+enum class BlockSource { kRam, kNvme, kUnderStore };
+absl::string_view BlockSourceName(BlockSource source);
+
+struct BlockRead {
+  std::shared_ptr<const Block> block;
+  BlockSource source;
+};
+
+class BlockStore {
+ public:
+  struct Stats {
+    uint64_t ram_capacity = 0, ram_used = 0, ram_blocks = 0, ram_evictions = 0;
+    NvmeTier::Stats nvme;
+    bool has_nvme = false;
+    uint64_t leases = 0;
+  };
+
+  // `mounts` and `metrics` must outlive the store.
+  // Errors: those of NvmeTier::Open.
+  static absl::StatusOr<std::unique_ptr<BlockStore>> Create(
+      BlockStoreOptions options, const MountTable* mounts,
+      WorkerMetrics* metrics);
+  ~BlockStore();
+
+  // Returns the block, fetching it on a miss. Waits until `deadline`;
+  // `cancelled` (may be empty) is polled while waiting.
+  // Errors: InvalidArgument (bad block id, block size differs from the
+  // mount's), NotFound (unknown mount, object gone), FailedPrecondition (the
+  // object changed: its version is not the requested one), DeadlineExceeded,
+  // Cancelled, and the under-store's errors (Unavailable, PermissionDenied...).
+  absl::StatusOr<BlockRead> Get(
+      const BlockId& id, absl::Time deadline = absl::InfiniteFuture(),
+      const std::function<bool()>& cancelled = nullptr);
+
+  // Starts fetching a block if it is not cached; returns at once.
+  void Prefetch(const BlockId& id);
+
+  // Keeps a RAM block from eviction until `until` or Unlease. False if the
+  // block is not in RAM.
+  bool Lease(const BlockKey& key, absl::Time until);
+  void Unlease(const BlockKey& key);
+
+  // Drops blocks from every tier; returns how many entries were removed.
+  size_t Evict(const std::vector<BlockId>& ids);
+  size_t EvictPrefix(absl::string_view mount_path_prefix);
+
+  Stats GetStats();
+  // Refreshes the capacity gauges of the metrics.
+  void UpdateGauges();
+
+  // Waits for in-flight fetches and queued NVMe writes. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Flight {
+    absl::Notification done;
+    absl::StatusOr<BlockRead> result = absl::UnknownError("not finished");
+  };
+
+  BlockStore(BlockStoreOptions options, const MountTable* mounts,
+             WorkerMetrics* metrics);
+
+  // Looks in RAM (counting the hit); nullptr on a miss.
+  std::shared_ptr<const Block> LookupRam(const BlockKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finds or starts the flight of `id`.
+  std::shared_ptr<Flight> Join(const BlockId& id, bool* started);
+  void RunFetch(BlockId id, std::shared_ptr<Flight> flight);
+  absl::StatusOr<BlockRead> Load(const BlockId& id);
+  absl::StatusOr<std::shared_ptr<const Block>> FetchFromUnderStore(
+      const BlockId& id);
+  void AdmitRam(const std::shared_ptr<const Block>& block);
+  void QueueNvmeWrite(std::shared_ptr<const Block> block);
+
+  const BlockStoreOptions options_;
+  const MountTable* const mounts_;
+  WorkerMetrics* const metrics_;
+  std::unique_ptr<NvmeTier> nvme_;
+
+  absl::Mutex mu_;
+  CacheIndex<std::shared_ptr<const Block>> ram_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<BlockKey, std::shared_ptr<Flight>> flights_
+      ABSL_GUARDED_BY(mu_);
+  size_t pending_nvme_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  int leases_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Declared last: destroyed first, so no task outlives the state above.
+  std::unique_ptr<ThreadPool> range_pool_;
+  std::unique_ptr<ThreadPool> nvme_pool_;
+  std::unique_ptr<ThreadPool> fetch_pool_;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_BLOCK_STORE_H_

@@ -1,0 +1,262 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/block_store.h"
+
+#include <filesystem>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "worker/testing/memory_store.h"
+
+namespace larder {
+namespace {
+
+using testing::MemoryStore;
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>((i * 131 + seed * 7) >> 3);
+  return s;
+}
+
+class BlockStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::make_shared<MemoryStore>();
+    ASSERT_TRUE(mounts_.Add("m", store_, kBlock).ok());
+  }
+
+  std::unique_ptr<BlockStore> Make(BlockStoreOptions o = {}) {
+    auto s = BlockStore::Create(std::move(o), &mounts_, &metrics_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::move(*s);
+  }
+
+  BlockId Id(const std::string& path, uint64_t index) {
+    return BlockId{"m",   path,   store_->VersionOf(path),
+                   index, kBlock, store_->Stat(path)->size};
+  }
+
+  static constexpr uint64_t kBlock = 4 << 20;
+  std::shared_ptr<MemoryStore> store_;
+  MountTable mounts_;
+  WorkerMetrics metrics_;
+};
+
+TEST_F(BlockStoreTest, MissThenHitWithExactBytes) {
+  const std::string data = Pattern(kBlock + 12345, 1);
+  store_->Put("obj", data);
+  auto bs = Make();
+  auto r = bs->Get(Id("obj", 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, BlockSource::kUnderStore);
+  EXPECT_EQ(r->block->data(), data.substr(kBlock));
+  auto again = bs->Get(Id("obj", 1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source, BlockSource::kRam);
+  EXPECT_EQ(store_->reads(), 1);
+  EXPECT_EQ(metrics_.misses.Value(), 1);
+  EXPECT_EQ(metrics_.hits_ram.Value(), 1);
+}
+
+TEST_F(BlockStoreTest, LargeBlocksAreFetchedAsParallelSubRanges) {
+  const std::string data = Pattern(kBlock, 2);
+  store_->Put("big", data);
+  BlockStoreOptions o;
+  o.fetch_subrange_bytes = 1 << 20;
+  auto bs = Make(o);
+  auto r = bs->Get(Id("big", 0));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->block->data(), data);
+  EXPECT_EQ(store_->reads(), 4);
+}
+
+TEST_F(BlockStoreTest, HundredConcurrentReadsOfOneMissingBlockFetchOnce) {
+  const std::string data = Pattern(100000, 3);
+  store_->Put("hot", data);
+  auto bs = Make();
+  store_->CloseGate();  // Hold the fetch until every reader has joined.
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 100; ++i) {
+    readers.emplace_back([&] {
+      auto r = bs->Get(Id("hot", 0));
+      if (r.ok() && r->block->data() == data) ++ok;
+    });
+  }
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return metrics_.single_flight_joins.Value() >= 99; },
+      absl::Seconds(10)));
+  store_->OpenGate();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(ok.load(), 100);
+  EXPECT_EQ(store_->reads(), 1);
+  EXPECT_EQ(metrics_.single_flight_joins.Value(), 99);
+}
+
+TEST_F(BlockStoreTest, FailedFetchReachesEveryWaiterAndLeavesNothing) {
+  store_->Put("obj", Pattern(5000, 4));
+  auto bs = Make();
+  store_->FailReads(absl::UnavailableError("under-store down"));
+  store_->CloseGate();
+  std::vector<std::thread> readers;
+  std::atomic<int> unavailable{0};
+  for (int i = 0; i < 10; ++i) {
+    readers.emplace_back([&] {
+      if (bs->Get(Id("obj", 0)).status().code() ==
+          absl::StatusCode::kUnavailable)
+        ++unavailable;
+    });
+  }
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return metrics_.single_flight_joins.Value() >= 9; },
+      absl::Seconds(10)));
+  store_->OpenGate();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(unavailable.load(), 10);
+  EXPECT_EQ(bs->GetStats().ram_blocks, 0u);
+  // The next read tries again (no negative caching) and succeeds.
+  store_->FailReads(absl::OkStatus());
+  auto r = bs->Get(Id("obj", 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(store_->reads(), 2);
+}
+
+TEST_F(BlockStoreTest, ChangedObjectIsFailedPrecondition) {
+  store_->Put("obj", Pattern(5000, 5));
+  BlockId old = Id("obj", 0);
+  store_->Put("obj", Pattern(5000, 6));
+  auto bs = Make();
+  EXPECT_EQ(bs->Get(old).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto fresh = bs->Get(Id("obj", 0));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->block->data(), Pattern(5000, 6));
+}
+
+TEST_F(BlockStoreTest, CancelledWaiterLeavesTheFetchRunningForOthers) {
+  store_->Put("obj", Pattern(5000, 7));
+  auto bs = Make();
+  store_->CloseGate();
+  std::atomic<bool> cancel{false};
+  absl::Status cancelled_status;
+  std::thread quitter([&] {
+    cancelled_status = bs->Get(Id("obj", 0), absl::InfiniteFuture(), [&] {
+                           return cancel.load();
+                         }).status();
+  });
+  absl::StatusOr<BlockRead> patient_result = absl::UnknownError("");
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 1; },
+                               absl::Seconds(10)));
+  std::thread patient([&] { patient_result = bs->Get(Id("obj", 0)); });
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return metrics_.single_flight_joins.Value() >= 1; },
+      absl::Seconds(10)));
+  cancel = true;
+  quitter.join();
+  EXPECT_EQ(cancelled_status.code(), absl::StatusCode::kCancelled);
+  store_->OpenGate();
+  patient.join();
+  ASSERT_TRUE(patient_result.ok()) << patient_result.status();
+  EXPECT_EQ(store_->reads(), 1);
+}
+
+TEST_F(BlockStoreTest, DeadlineIsHonoured) {
+  store_->Put("obj", Pattern(5000, 8));
+  auto bs = Make();
+  store_->CloseGate();
+  auto r = bs->Get(Id("obj", 0), absl::Now() + absl::Milliseconds(100));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  store_->OpenGate();
+}
+
+TEST_F(BlockStoreTest, RamCapacityIsRespected) {
+  for (int i = 0; i < 10; ++i)
+    store_->Put("f" + std::to_string(i), Pattern(300000, i));
+  BlockStoreOptions o;
+  o.ram_capacity_bytes = 1000000;
+  auto bs = Make(o);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(bs->Get(Id("f" + std::to_string(i), 0)).ok());
+    ASSERT_LE(bs->GetStats().ram_used, 1000000u);
+  }
+  EXPECT_EQ(bs->GetStats().ram_blocks, 3u);
+  EXPECT_EQ(metrics_.evictions_ram.Value(), 7);
+}
+
+TEST_F(BlockStoreTest, NvmeKeepsBlocksAcrossRestartAndCorruptionIsRefetched) {
+  testing::TempDir dir;
+  const std::string data = Pattern(200000, 9);
+  store_->Put("obj", data);
+  BlockStoreOptions o;
+  o.nvme = NvmeOptions{{{dir.path(), 64 << 20}}, 0};
+  {
+    auto bs = Make(o);
+    ASSERT_TRUE(bs->Get(Id("obj", 0)).ok());
+    bs->Shutdown();  // Waits for the background NVMe write.
+  }
+  {
+    auto bs = Make(o);
+    auto r = bs->Get(Id("obj", 0));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->source, BlockSource::kNvme);
+    EXPECT_EQ(r->block->data(), data);
+    EXPECT_EQ(store_->reads(), 1);
+  }
+  // Corrupt the file; a new store must detect it, refetch, and serve good
+  // bytes.
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(dir.path() + "/blocks")) {
+    if (!e.is_regular_file()) continue;
+    std::string f = e.path().string();
+    auto content = testing::ReadFile(f);
+    ASSERT_TRUE(content.ok());
+    (*content)[5000] ^= 0x5a;
+    ASSERT_TRUE(testing::WriteFile(f, *content).ok());
+  }
+  WorkerMetrics fresh_metrics;
+  auto bs = BlockStore::Create(o, &mounts_, &fresh_metrics);
+  ASSERT_TRUE(bs.ok());
+  auto r = (*bs)->Get(Id("obj", 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, BlockSource::kUnderStore);
+  EXPECT_EQ(r->block->data(), data);
+  EXPECT_EQ(fresh_metrics.checksum_failures.Value(), 1);
+  EXPECT_EQ(store_->reads(), 2);
+}
+
+TEST_F(BlockStoreTest, BadRequestsAreRejected) {
+  store_->Put("obj", Pattern(5000, 10));
+  auto bs = Make();
+  BlockId beyond = Id("obj", 5);
+  EXPECT_EQ(bs->Get(beyond).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  BlockId wrong_size = Id("obj", 0);
+  wrong_size.block_size = 1 << 20;
+  EXPECT_EQ(bs->Get(wrong_size).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  BlockId unknown = Id("obj", 0);
+  unknown.mount = "nope";
+  EXPECT_EQ(bs->Get(unknown).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(BlockStoreTest, PinnedBlocksSurvivePressure) {
+  for (int i = 0; i < 6; ++i)
+    store_->Put("p" + std::to_string(i), Pattern(300000, i));
+  BlockStoreOptions o;
+  o.ram_capacity_bytes = 1000000;
+  o.rules = *CacheRules::Parse({"m/p0"}, {});
+  auto bs = Make(o);
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(bs->Get(Id("p" + std::to_string(i), 0)).ok());
+  const int reads = store_->reads();
+  auto r = bs->Get(Id("p0", 0));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->source, BlockSource::kRam);
+  EXPECT_EQ(store_->reads(), reads);
+}
+
+}  // namespace
+}  // namespace larder

@@ -1,0 +1,231 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: cache_index.h
+// -----------------------------------------------------------------------------
+//
+// The bookkeeping of one cache tier, independent of where the bytes live:
+// capacity accounting, the eviction policy, pins, TTLs and leases.
+//
+//   * Policy kLru: when a new entry does not fit, the least recently used
+//     evictable entries go. Policy kNone: admit until full, then refuse new
+//     entries (for datasets larger than the cache read in random order, where
+//     LRU thrashes and a stable subset gives a better hit rate).
+//   * Pinned entries are never evicted (they still count toward capacity).
+//   * An entry past its TTL is treated as absent and removed when seen.
+//   * A leased entry (a local client reads its fd) is not evicted until the
+//     lease expires or is released.
+//
+// Used bytes never exceed capacity. Not thread-safe: the owning tier locks.
+#ifndef LARDER_WORKER_CACHE_INDEX_H_
+#define LARDER_WORKER_CACHE_INDEX_H_
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/time/time.h"
+#include "common/block_key.h"
+
+namespace larder {
+
+enum class EvictionPolicy { kLru, kNone };
+
+// Parses "lru" or "none". InvalidArgument otherwise.
+absl::StatusOr<EvictionPolicy> ParseEvictionPolicy(absl::string_view name);
+
+// Per-path rules, matched against "mount/path" by longest prefix.
+struct CacheRules {
+  struct Rule {
+    std::string prefix;
+    bool pin = false;
+    absl::Duration ttl = absl::InfiniteDuration();
+  };
+  std::vector<Rule> rules;
+
+  // Parses the --pin ("prefix,prefix") and --ttl ("prefix=30m,prefix=1h")
+  // flag values. InvalidArgument on malformed entries.
+  static absl::StatusOr<CacheRules> Parse(const std::vector<std::string>& pins,
+                                          const std::vector<std::string>& ttls);
+
+  bool Pinned(const BlockId& id) const;
+  absl::Duration Ttl(const BlockId& id) const;
+};
+
+template <typename Value>
+class CacheIndex {
+ public:
+  struct Entry {
+    Value value;
+    uint64_t size = 0;
+    bool pinned = false;
+    absl::Time expires = absl::InfiniteFuture();
+    absl::Time lease_until = absl::InfinitePast();
+    int leases = 0;
+    typename std::list<BlockKey>::iterator lru;  // Valid unless pinned.
+  };
+
+  CacheIndex(uint64_t capacity, EvictionPolicy policy)
+      : capacity_(capacity), policy_(policy) {}
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t used() const { return used_; }
+  size_t size() const { return map_.size(); }
+
+  // The live entry for `key` (touching it in LRU order), or nullptr. An
+  // expired entry is removed and reported through `evicted`.
+  Entry* Find(const BlockKey& key, absl::Time now,
+              std::vector<Value>* evicted = nullptr) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    if (it->second.expires <= now && !Leased(it->second, now)) {
+      if (evicted) evicted->push_back(std::move(it->second.value));
+      Remove(it);
+      return nullptr;
+    }
+    Touch(it->second);
+    return &it->second;
+  }
+
+  bool Contains(const BlockKey& key) const { return map_.contains(key); }
+
+  // Admits an entry, evicting (LRU policy) as needed; evicted values are
+  // appended to `evicted`. Returns false, changing nothing, if it cannot be
+  // admitted (larger than the tier, policy kNone and full, or everything
+  // evictable is pinned or leased). Replaces an existing entry of `key`.
+  bool Admit(const BlockKey& key, Value value, uint64_t size, bool pinned,
+             absl::Duration ttl, absl::Time now, std::vector<Value>* evicted) {
+    if (auto it = map_.find(key); it != map_.end()) {
+      if (evicted) evicted->push_back(std::move(it->second.value));
+      Remove(it);
+    }
+    if (size > capacity_) return false;
+    if (!MakeRoom(size, now, evicted)) return false;
+    Entry e;
+    e.value = std::move(value);
+    e.size = size;
+    e.pinned = pinned;
+    e.expires =
+        ttl == absl::InfiniteDuration() ? absl::InfiniteFuture() : now + ttl;
+    if (!pinned) {
+      lru_.push_front(key);
+      e.lru = lru_.begin();
+    }
+    used_ += size;
+    map_.emplace(key, std::move(e));
+    return true;
+  }
+
+  // Removes `key`; returns its value if present.
+  std::optional<Value> Erase(const BlockKey& key) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return std::nullopt;
+    Value v = std::move(it->second.value);
+    Remove(it);
+    return v;
+  }
+
+  // Removes every entry for which pred(key, value) is true; returns them.
+  std::vector<Value> EraseIf(
+      const std::function<bool(const BlockKey&, const Value&)>& pred) {
+    std::vector<Value> out;
+    for (auto it = map_.begin(); it != map_.end();) {
+      auto next = std::next(it);
+      if (pred(it->first, it->second.value)) {
+        out.push_back(std::move(it->second.value));
+        Remove(it);
+      }
+      it = next;
+    }
+    return out;
+  }
+
+  // Protects `key` from eviction until `until` (or Unlease). Returns false if
+  // absent.
+  bool Lease(const BlockKey& key, absl::Time until) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return false;
+    ++it->second.leases;
+    it->second.lease_until = std::max(it->second.lease_until, until);
+    return true;
+  }
+  void Unlease(const BlockKey& key) {
+    auto it = map_.find(key);
+    if (it != map_.end() && it->second.leases > 0) --it->second.leases;
+  }
+
+  // Calls fn(key, entry) for every entry (for stats and placement reports).
+  void ForEach(
+      const std::function<void(const BlockKey&, const Entry&)>& fn) const {
+    for (const auto& [k, e] : map_) fn(k, e);
+  }
+
+ private:
+  static bool Leased(const Entry& e, absl::Time now) {
+    return e.leases > 0 && e.lease_until > now;
+  }
+
+  void Touch(Entry& e) {
+    if (!e.pinned) lru_.splice(lru_.begin(), lru_, e.lru);
+  }
+
+  void Remove(typename absl::flat_hash_map<BlockKey, Entry>::iterator it) {
+    used_ -= it->second.size;
+    if (!it->second.pinned) lru_.erase(it->second.lru);
+    map_.erase(it);
+  }
+
+  bool MakeRoom(uint64_t size, absl::Time now, std::vector<Value>* evicted) {
+    if (used_ + size <= capacity_) return true;
+    // Expired entries go first, whatever the policy.
+    std::vector<BlockKey> victims;
+    uint64_t freed = 0;
+    for (auto k = lru_.rbegin();
+         k != lru_.rend() && used_ + size > capacity_ + freed; ++k) {
+      const Entry& e = map_.at(*k);
+      if (e.expires <= now && !Leased(e, now)) {
+        victims.push_back(*k);
+        freed += e.size;
+      }
+    }
+    if (policy_ == EvictionPolicy::kLru) {
+      for (auto k = lru_.rbegin();
+           k != lru_.rend() && used_ + size > capacity_ + freed; ++k) {
+        const Entry& e = map_.at(*k);
+        if (Leased(e, now) || e.expires <= now) continue;
+        victims.push_back(*k);
+        freed += e.size;
+      }
+    }
+    if (used_ + size > capacity_ + freed) return false;
+    for (const BlockKey& k : victims) {
+      auto it = map_.find(k);
+      if (evicted) evicted->push_back(std::move(it->second.value));
+      Remove(it);
+      ++evictions_;
+    }
+    return true;
+  }
+
+ public:
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  const uint64_t capacity_;
+  const EvictionPolicy policy_;
+  uint64_t used_ = 0;
+  uint64_t evictions_ = 0;
+  absl::flat_hash_map<BlockKey, Entry> map_;
+  std::list<BlockKey>
+      lru_;  // Front = most recent. Pinned entries are not in it.
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_CACHE_INDEX_H_

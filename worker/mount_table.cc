@@ -1,0 +1,68 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/mount_table.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/block_key.h"
+#include "common/status_macros.h"
+#include "understore/factory.h"
+
+namespace larder {
+
+absl::Status MountTable::Add(const std::string& name,
+                             std::shared_ptr<UnderStore> store,
+                             uint64_t block_size) {
+  if (name.empty() || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad mount name '", name, "' (non-empty, no '/')"));
+  }
+  if (block_size < 4096 || block_size > (1ull << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad block size ",
+                                                   block_size, " for mount '",
+                                                   name, "' (4 KiB to 1 GiB)"));
+  }
+  absl::MutexLock lock(&mu_);
+  std::string uri = store->DebugString();
+  mounts_[name] = Mount{name, std::move(uri), block_size, std::move(store)};
+  return absl::OkStatus();
+}
+
+absl::Status MountTable::Add(const std::string& name, const std::string& uri,
+                             uint64_t block_size,
+                             const UnderStoreOptions& options) {
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<UnderStore> store,
+                          OpenUnderStore(uri, options));
+  return Add(name, std::shared_ptr<UnderStore>(std::move(store)), block_size);
+}
+
+absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = mounts_.find(name);
+  if (it == mounts_.end())
+    return absl::NotFoundError(absl::StrCat("unknown mount '", name, "'"));
+  return it->second;
+}
+
+std::vector<Mount> MountTable::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Mount> out;
+  for (const auto& [k, v] : mounts_) out.push_back(v);
+  return out;
+}
+
+absl::Status MountTable::AddFromFlags(const std::vector<std::string>& entries,
+                                      uint64_t block_size,
+                                      const UnderStoreOptions& options) {
+  for (const std::string& e : entries) {
+    if (e.empty()) continue;
+    size_t eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad --mount '", e, "': want NAME=URI"));
+    }
+    LARDER_RETURN_IF_ERROR(
+        Add(e.substr(0, eq), e.substr(eq + 1), block_size, options));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace larder

@@ -1,0 +1,59 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: mount_table.h
+// -----------------------------------------------------------------------------
+//
+// The worker's view of the cluster's mounts: name -> opened under-store and
+// block size. Filled from --mount flags today (and by the master later).
+// Thread-safe; under-stores are shared and outlive any in-flight fetch.
+#ifndef LARDER_WORKER_MOUNT_TABLE_H_
+#define LARDER_WORKER_MOUNT_TABLE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "understore/options.h"
+#include "understore/under_store.h"
+
+namespace larder {
+
+struct Mount {
+  std::string name;
+  std::string uri;
+  uint64_t block_size = 0;
+  std::shared_ptr<UnderStore> store;
+};
+
+class MountTable {
+ public:
+  // Opens the store and adds (or replaces) the mount. Errors: those of
+  // OpenUnderStore; InvalidArgument for a bad name or block size.
+  absl::Status Add(const std::string& name, const std::string& uri,
+                   uint64_t block_size, const UnderStoreOptions& options);
+  // Adds a mount with an already opened store (tests, embedding).
+  absl::Status Add(const std::string& name, std::shared_ptr<UnderStore> store,
+                   uint64_t block_size);
+
+  // Errors: NotFound (unknown mount).
+  absl::StatusOr<Mount> Get(absl::string_view name) const;
+  std::vector<Mount> List() const;
+
+  // Parses "--mount NAME=URI" entries and adds them.
+  absl::Status AddFromFlags(const std::vector<std::string>& entries,
+                            uint64_t block_size,
+                            const UnderStoreOptions& options);
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_MOUNT_TABLE_H_

@@ -1,0 +1,139 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/nvme_tier.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+
+namespace larder {
+namespace {
+
+std::shared_ptr<const Block> MakeBlock(const std::string& path, uint64_t index,
+                                       uint64_t size = 10000,
+                                       uint64_t block_size = 4096) {
+  BlockId id{"m", path, "v1", index, block_size, size};
+  auto w = BlockWriter::Create(id);
+  EXPECT_TRUE(w.ok());
+  auto buf = w->buffer();
+  for (size_t i = 0; i < buf.size(); ++i)
+    buf[i] = static_cast<char>(i * 31 + index + path.size());
+  return *std::move(*w).Finish();
+}
+
+NvmeOptions Options(const std::string& dir, uint64_t capacity) {
+  NvmeOptions o;
+  o.dirs.push_back({dir, capacity});
+  o.reserve_bytes = 0;
+  return o;
+}
+
+std::vector<std::string> BlockFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(dir + "/blocks")) {
+    if (e.is_regular_file()) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+TEST(NvmeTierTest, WriteReadRoundTrip) {
+  testing::TempDir dir;
+  auto tier = NvmeTier::Open(Options(dir.path(), 1 << 20), nullptr);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  auto b = MakeBlock("a.bin", 1);
+  ASSERT_TRUE((*tier)->Write(*b).ok());
+  EXPECT_TRUE((*tier)->Contains(b->key()));
+  auto r = (*tier)->Read(b->id());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->data(), b->data());
+  // Data is page-aligned after a 4 KiB header, and nothing is left in tmp/.
+  auto files = BlockFiles(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(std::filesystem::file_size(files[0]), 4096 + b->length());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path() + "/tmp"));
+}
+
+TEST(NvmeTierTest, CorruptionIsDetectedAndTheFileDropped) {
+  testing::TempDir dir;
+  auto tier = NvmeTier::Open(Options(dir.path(), 1 << 20), nullptr);
+  ASSERT_TRUE(tier.ok());
+  auto b = MakeBlock("a.bin", 0);
+  ASSERT_TRUE((*tier)->Write(*b).ok());
+  std::string file = BlockFiles(dir.path()).at(0);
+  int fd = ::open(file.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "X", 1, 4096 + 100), 1);  // One byte of data flipped.
+  ::close(fd);
+  auto r = (*tier)->Read(b->id());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_FALSE((*tier)->Contains(b->key()));
+  EXPECT_FALSE(std::filesystem::exists(file));
+  EXPECT_EQ((*tier)->GetStats().checksum_failures, 1u);
+}
+
+TEST(NvmeTierTest, IndexIsRebuiltAfterRestart) {
+  testing::TempDir dir;
+  std::vector<std::shared_ptr<const Block>> blocks;
+  {
+    auto tier = NvmeTier::Open(Options(dir.path(), 1 << 20), nullptr);
+    ASSERT_TRUE(tier.ok());
+    for (int i = 0; i < 3; ++i) {
+      blocks.push_back(MakeBlock("f" + std::to_string(i), 1));
+      ASSERT_TRUE((*tier)->Write(*blocks.back()).ok());
+    }
+  }
+  // Debris of a crash: a temp file and a garbage file under blocks/.
+  ASSERT_TRUE(testing::WriteFile(dir.path() + "/tmp/x.tmp", "partial").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(dir.path() + "/blocks/00/garbage.blk", "not a block")
+          .ok());
+  auto tier = NvmeTier::Open(Options(dir.path(), 1 << 20), nullptr);
+  ASSERT_TRUE(tier.ok());
+  for (const auto& b : blocks) {
+    auto r = (*tier)->Read(b->id());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)->data(), b->data());
+  }
+  auto stats = (*tier)->GetStats();
+  EXPECT_EQ(stats.rebuilt_blocks, 3u);
+  EXPECT_EQ(stats.dropped_at_rebuild, 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/tmp/x.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/blocks/00/garbage.blk"));
+}
+
+TEST(NvmeTierTest, CapacityEvictsLeastRecentlyUsed) {
+  testing::TempDir dir;
+  // Room for two 4096-byte blocks with their 4096-byte headers.
+  auto tier = NvmeTier::Open(Options(dir.path(), 2 * 8192), nullptr);
+  ASSERT_TRUE(tier.ok());
+  auto a = MakeBlock("a", 0), b = MakeBlock("b", 0), c = MakeBlock("c", 0);
+  ASSERT_TRUE((*tier)->Write(*a).ok());
+  ASSERT_TRUE((*tier)->Write(*b).ok());
+  ASSERT_TRUE((*tier)->Read(a->id()).ok());  // a is now more recent than b.
+  ASSERT_TRUE((*tier)->Write(*c).ok());
+  EXPECT_TRUE((*tier)->Contains(a->key()));
+  EXPECT_FALSE((*tier)->Contains(b->key()));
+  EXPECT_TRUE((*tier)->Contains(c->key()));
+  EXPECT_EQ(BlockFiles(dir.path()).size(), 2u);
+  EXPECT_LE((*tier)->GetStats().dirs[0].used, 2u * 8192);
+}
+
+TEST(NvmeTierTest, ReserveDegradesInsteadOfFillingTheDisk) {
+  testing::TempDir dir;
+  NvmeOptions o = Options(dir.path(), 1 << 20);
+  o.reserve_bytes = 1ull << 60;  // More than any disk has free.
+  auto tier = NvmeTier::Open(o, nullptr);
+  ASSERT_TRUE(tier.ok());
+  auto b = MakeBlock("a", 0);
+  EXPECT_EQ((*tier)->Write(*b).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE((*tier)->GetStats().dirs[0].degraded);
+  EXPECT_TRUE(BlockFiles(dir.path()).empty());
+}
+
+}  // namespace
+}  // namespace larder
