@@ -29,6 +29,8 @@ struct Command {
 // `larder store ls|stat|cat|copy ...`: direct access to an under-store.
 absl::Status RunStore(const std::vector<std::string>& args);
 extern const Command kStoreCommand;
+// `larder worker ...`: a cache worker.
+extern const Command kWorkerCommand;
 
 // Exit code for a status: 0 OK, 2 usage (InvalidArgument), 3 NotFound,
 // 4 PermissionDenied/Unauthenticated, 5 Unavailable/DeadlineExceeded,

@@ -16,7 +16,7 @@
 namespace larder::cli {
 namespace {
 
-const Command* const kCommands[] = {&kStoreCommand};
+const Command* const kCommands[] = {&kStoreCommand, &kWorkerCommand};
 
 void PrintTopUsage() {
   std::fprintf(stderr, "usage: larder COMMAND [ARGS] [--flags]\n\ncommands:\n");

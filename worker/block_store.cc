@@ -125,6 +125,14 @@ absl::StatusOr<BlockRead> BlockStore::Get(
   return flight->result;
 }
 
+std::shared_ptr<const Block> BlockStore::TryGetCached(const BlockId& id) {
+  if (!id.Validate().ok()) return nullptr;
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<const Block> b = LookupRam(id.Key());
+  if (b) metrics_->hits_ram.Increment();
+  return b;
+}
+
 void BlockStore::Prefetch(const BlockId& id) {
   if (!id.Validate().ok()) return;
   {

@@ -97,6 +97,10 @@ class BlockStore {
       const BlockId& id, absl::Time deadline = absl::InfiniteFuture(),
       const std::function<bool()>& cancelled = nullptr);
 
+  // The block if it is in RAM right now (counted as a hit), else nullptr.
+  // Never blocks on I/O: RPC threads use it before handing a miss to Get.
+  std::shared_ptr<const Block> TryGetCached(const BlockId& id);
+
   // Starts fetching a block if it is not cached; returns at once.
   void Prefetch(const BlockId& id);
 

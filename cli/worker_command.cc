@@ -1,0 +1,142 @@
+// Copyright 2026 The Larder Authors.
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/commands.h"
+#include "common/flags.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+#include "worker/worker.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+          "worker: gRPC data service address (host:port).");
+ABSL_FLAG(
+    std::string, short_circuit_socket, "",
+    "worker: Unix socket for short-circuit local reads (empty = disabled).");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:7071",
+          "worker: address of /metrics and /healthz (empty = disabled).");
+ABSL_FLAG(std::string, ram_capacity, "1GiB",
+          "worker: RAM tier capacity (e.g. 8GiB).");
+ABSL_FLAG(std::string, ram_eviction, "lru",
+          "worker: RAM tier eviction policy: lru or none.");
+ABSL_FLAG(
+    std::vector<std::string>, nvme, {},
+    "worker: NVMe tier directories with capacities, DIR:SIZE[,DIR:SIZE...] "
+    "(e.g. /mnt/nvme0/larder:500GiB).");
+ABSL_FLAG(std::string, nvme_reserve, "1GiB",
+          "worker: free space always left on each NVMe file system.");
+ABSL_FLAG(std::string, nvme_eviction, "lru",
+          "worker: NVMe tier eviction policy: lru or none.");
+ABSL_FLAG(bool, nvme_sync, false,
+          "worker: fdatasync every block file before it becomes visible.");
+ABSL_FLAG(std::vector<std::string>, pin, {},
+          "worker: mount/path prefixes whose blocks are never evicted.");
+ABSL_FLAG(std::vector<std::string>, ttl, {},
+          "worker: PREFIX=DURATION entries: blocks expire after DURATION.");
+ABSL_FLAG(
+    std::vector<std::string>, mount, {},
+    "worker: NAME=URI entries (until the master serves the mount table).");
+ABSL_FLAG(std::string, block_size, "4MiB",
+          "worker: block size of the --mount mounts.");
+ABSL_FLAG(int, fetch_threads, 16,
+          "worker: blocks fetched from under-stores at once.");
+
+namespace larder::cli {
+namespace {
+
+constexpr absl::string_view kUsage = R"(larder worker: run a cache worker.
+
+  larder worker --mount=NAME=URI[,NAME=URI...] [--listen=127.0.0.1:7070]
+                [--short_circuit_socket=/run/larder/worker.sock] [--metrics_listen=127.0.0.1:7071]
+                [--ram_capacity=1GiB] [--ram_eviction=lru|none]
+                [--nvme=DIR:SIZE[,DIR:SIZE...]] [--nvme_reserve=1GiB] [--nvme_eviction=lru|none]
+                [--pin=PREFIX,...] [--ttl=PREFIX=DURATION,...] [--block_size=4MiB]
+
+Serves cached blocks over gRPC (WorkerData) and, with --short_circuit_socket, to local
+clients by file descriptor. Under-store credentials come from the environment
+(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials). SIGTERM or SIGINT stops it
+gracefully: in-flight reads finish and the NVMe index stays consistent.
+)";
+
+absl::StatusOr<WorkerOptions> OptionsFromFlags() {
+  WorkerOptions o;
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.short_circuit_socket = absl::GetFlag(FLAGS_short_circuit_socket);
+  o.ops_listen = absl::GetFlag(FLAGS_metrics_listen);
+  LARDER_ASSIGN_OR_RETURN(o.store.ram_capacity_bytes,
+                          ParseBytes(absl::GetFlag(FLAGS_ram_capacity)));
+  LARDER_ASSIGN_OR_RETURN(
+      o.store.ram_policy,
+      ParseEvictionPolicy(absl::GetFlag(FLAGS_ram_eviction)));
+  LARDER_ASSIGN_OR_RETURN(
+      o.store.rules,
+      CacheRules::Parse(absl::GetFlag(FLAGS_pin), absl::GetFlag(FLAGS_ttl)));
+  o.store.fetch_threads = absl::GetFlag(FLAGS_fetch_threads);
+  const std::vector<std::string> nvme = absl::GetFlag(FLAGS_nvme);
+  if (!nvme.empty()) {
+    NvmeOptions n;
+    for (const std::string& entry : nvme) {
+      size_t colon = entry.rfind(':');
+      if (colon == std::string::npos || colon == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad --nvme entry '", entry, "': want DIR:SIZE"));
+      }
+      LARDER_ASSIGN_OR_RETURN(uint64_t cap,
+                              ParseBytes(entry.substr(colon + 1)));
+      n.dirs.push_back({entry.substr(0, colon), cap});
+    }
+    LARDER_ASSIGN_OR_RETURN(n.reserve_bytes,
+                            ParseBytes(absl::GetFlag(FLAGS_nvme_reserve)));
+    LARDER_ASSIGN_OR_RETURN(
+        n.policy, ParseEvictionPolicy(absl::GetFlag(FLAGS_nvme_eviction)));
+    n.sync_writes = absl::GetFlag(FLAGS_nvme_sync);
+    o.store.nvme = std::move(n);
+  }
+  return o;
+}
+
+absl::Status RunWorker(const std::vector<std::string>& args) {
+  if (!args.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args[0], "'"));
+  LARDER_ASSIGN_OR_RETURN(WorkerOptions options, OptionsFromFlags());
+  auto mounts = std::make_unique<MountTable>();
+  LARDER_ASSIGN_OR_RETURN(uint64_t block_size,
+                          ParseBytes(absl::GetFlag(FLAGS_block_size)));
+  UnderStoreOptions store_options;
+  store_options.http = HttpOptionsFromFlags();
+  LARDER_RETURN_IF_ERROR(mounts->AddFromFlags(absl::GetFlag(FLAGS_mount),
+                                              block_size, store_options));
+
+  // Signals are taken synchronously by this thread; every other thread
+  // inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
+                          Worker::Start(std::move(options), std::move(mounts)));
+  std::printf("larder worker: gRPC port %d, metrics port %d\n",
+              worker->grpc_port(), worker->ops_port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  LARDER_LOG(INFO, "worker.signal").Field("signal", sig);
+  worker->Shutdown();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const Command kWorkerCommand = {"worker",
+                                "run a cache worker (RAM + NVMe block cache)",
+                                kUsage, &RunWorker};
+
+}  // namespace larder::cli

@@ -1,0 +1,64 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: short_circuit_client.h
+// -----------------------------------------------------------------------------
+//
+// The client end of short-circuit local reads (worker/short_circuit.h): asks
+// the worker on this node for a block and receives its sealed memfd, then
+// reads it with pread — the bytes never cross a socket.
+//
+// Thread-safe: requests on one connection are serialized; use one instance per
+// loader thread for parallelism. Leases are released by Release or when the
+// connection closes.
+#ifndef LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
+#define LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/block_key.h"
+
+namespace larder {
+
+class ShortCircuitClient {
+ public:
+  // A leased block: read [offset, offset + length) of fd.
+  struct Lease {
+    int fd = -1;  // Owned by the caller until Release.
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint64_t lease_id = 0;
+    std::string source;
+  };
+
+  // Errors: Unavailable (no worker socket at `path`).
+  static absl::StatusOr<std::unique_ptr<ShortCircuitClient>> Connect(
+      const std::string& path);
+  ~ShortCircuitClient();
+
+  // Errors: the worker's (as for ReadBlock), Unavailable (worker gone).
+  absl::StatusOr<Lease> Open(const BlockId& id,
+                             absl::Duration lease = absl::Seconds(30));
+  // Closes the fd and gives the lease back.
+  absl::Status Release(Lease& lease);
+
+  // Open + pread + Release: reads up to buffer.size() bytes of the block from
+  // `offset` (within the block).
+  absl::StatusOr<size_t> Read(const BlockId& id, uint64_t offset,
+                              absl::Span<char> buffer,
+                              std::string* source = nullptr);
+
+ private:
+  explicit ShortCircuitClient(int sock) : sock_(sock) {}
+  absl::Mutex mu_;
+  int sock_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace larder
+
+#endif  // LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_

@@ -1,0 +1,64 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: worker_client.h
+// -----------------------------------------------------------------------------
+//
+// Reads blocks from one worker over gRPC (WorkerData.ReadBlock), straight into
+// the caller's buffer. Internal to the client library; larder::Client (issue
+// 4) routes block reads to these by ring position.
+//
+// Thread-safe: one instance per worker, shared by every loader thread.
+// `connections` > 1 opens that many HTTP/2 connections and spreads streams
+// over them (one TCP connection caps a single stream's throughput).
+#ifndef LARDER_CLIENT_WORKER_CLIENT_H_
+#define LARDER_CLIENT_WORKER_CLIENT_H_
+
+#include <grpcpp/channel.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/block_key.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace larder {
+
+class WorkerClient {
+ public:
+  WorkerClient(const std::string& address, int connections = 1);
+
+  // Reads up to buffer.size() bytes of block `id` from `offset` (within the
+  // block); returns the number read (short only at the block's end).
+  // `source` (optional) receives where the worker found it (ram, nvme,
+  // under_store). Errors: the worker's (NotFound, FailedPrecondition,
+  // Unavailable...), DeadlineExceeded, Unavailable (worker down).
+  absl::StatusOr<size_t> ReadBlock(const BlockId& id, uint64_t offset,
+                                   absl::Span<char> buffer,
+                                   absl::Duration timeout = absl::Seconds(60),
+                                   std::string* source = nullptr);
+
+  // Asks the worker to fetch blocks; with `wait`, returns the first failure.
+  absl::Status CacheBlocks(const std::vector<BlockId>& ids, bool wait,
+                           absl::Duration timeout = absl::Minutes(5));
+  absl::StatusOr<v1::GetStatsResponse> GetStats(
+      absl::Duration timeout = absl::Seconds(10));
+  absl::StatusOr<uint64_t> EvictPrefix(const std::string& mount_path_prefix);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  v1::WorkerData::Stub& NextStub();
+
+  const std::string address_;
+  std::vector<std::unique_ptr<v1::WorkerData::Stub>> stubs_;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace larder
+
+#endif  // LARDER_CLIENT_WORKER_CLIENT_H_

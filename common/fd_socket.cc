@@ -1,0 +1,146 @@
+// Copyright 2026 The Larder Authors.
+#include "common/fd_socket.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace larder {
+namespace {
+
+absl::Status ErrnoUnavailable(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+absl::Status ReadFully(int sock, char* data, size_t n, int* received_fd) {
+  size_t done = 0;
+  while (done < n) {
+    struct iovec iov = {data + done, n - done};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (received_fd != nullptr) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+    }
+    ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoUnavailable("recvmsg");
+    }
+    if (r == 0) return absl::UnavailableError("peer closed the connection");
+    if (received_fd != nullptr) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+           c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+          if (*received_fd >= 0) ::close(*received_fd);
+          *received_fd = fd;
+        }
+      }
+    }
+    done += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SendFrame(int sock, absl::string_view payload, int pass_fd) {
+  if (payload.size() > kMaxFrameBytes)
+    return absl::InvalidArgumentError("frame too large");
+  std::string buf(4 + payload.size(), '\0');
+  const uint32_t len = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(len >> (8 * i));
+  std::memcpy(buf.data() + 4, payload.data(), payload.size());
+  size_t done = 0;
+  while (done < buf.size()) {
+    struct iovec iov = {buf.data() + done, buf.size() - done};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (pass_fd >= 0 && done == 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    ssize_t w = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoUnavailable("sendmsg");
+    }
+    done += static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecvFrame(int sock, std::string* payload, int* received_fd) {
+  if (received_fd != nullptr) *received_fd = -1;
+  char header[4];
+  absl::Status st = ReadFully(sock, header, 4, received_fd);
+  if (!st.ok()) return st;
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i)
+    len |= static_cast<uint32_t>(static_cast<unsigned char>(header[i]))
+           << (8 * i);
+  if (len > kMaxFrameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame of ", len, " bytes exceeds the limit"));
+  }
+  payload->resize(len);
+  return ReadFully(sock, payload->data(), len, received_fd);
+}
+
+absl::StatusOr<int> ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path))
+    return absl::InvalidArgumentError("socket path too long");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoUnavailable("socket");
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    absl::Status st = absl::UnavailableError(
+        absl::StrCat("connect ", path, ": ", std::strerror(errno)));
+    ::close(fd);
+    return st;
+  }
+  return fd;
+}
+
+absl::StatusOr<int> ListenUnix(const std::string& path, int mode) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path))
+    return absl::InvalidArgumentError("socket path too long");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
+    ::unlink(path.c_str());  // Stale.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoUnavailable("socket");
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 128) != 0) {
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat("listen on ", path, ": ", std::strerror(errno)));
+    ::close(fd);
+    return s;
+  }
+  ::chmod(path.c_str(), static_cast<mode_t>(mode));
+  return fd;
+}
+
+}  // namespace larder

@@ -1,0 +1,42 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: fd_socket.h
+// -----------------------------------------------------------------------------
+//
+// Length-prefixed frames over a Unix stream socket, optionally carrying one
+// file descriptor (SCM_RIGHTS). The framing of the short-circuit protocol
+// (proto/worker.proto): a 4-byte little-endian length, then the payload; a
+// passed descriptor travels with the frame's first byte.
+#ifndef LARDER_COMMON_FD_SOCKET_H_
+#define LARDER_COMMON_FD_SOCKET_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace larder {
+
+// Frames larger than this are refused (a malformed peer). 1 MiB.
+inline constexpr size_t kMaxFrameBytes = 1 << 20;
+
+// Sends one frame; `pass_fd` >= 0 is duplicated into the peer. Errors:
+// Unavailable (peer gone).
+absl::Status SendFrame(int sock, absl::string_view payload, int pass_fd = -1);
+
+// Receives one frame. `*received_fd` gets a passed descriptor (the caller
+// owns it) or -1. Errors: Unavailable (peer closed or failed),
+// InvalidArgument (oversized frame).
+absl::Status RecvFrame(int sock, std::string* payload, int* received_fd);
+
+// Connects to a Unix socket path. Errors: Unavailable, InvalidArgument.
+absl::StatusOr<int> ConnectUnix(const std::string& path);
+
+// Creates a listening Unix socket at `path`, replacing a stale socket file.
+absl::StatusOr<int> ListenUnix(const std::string& path, int mode = 0666);
+
+}  // namespace larder
+
+#endif  // LARDER_COMMON_FD_SOCKET_H_

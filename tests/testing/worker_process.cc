@@ -1,0 +1,72 @@
+// Copyright 2026 The Larder Authors.
+#include "tests/testing/worker_process.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "understore/http_client.h"
+
+namespace larder::testing {
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
+    std::vector<std::string> flags, std::vector<std::string> env) {
+  std::unique_ptr<WorkerProcess> w(new WorkerProcess);
+  w->flags_ = std::move(flags);
+  w->env_ = std::move(env);
+  w->socket_ = w->dir_.path() + "/worker.sock";
+  w->log_ = w->dir_.path() + "/worker.log";
+  w->port_ = PickFreePort();
+  w->metrics_port_ = PickFreePort();
+  absl::Status st = w->Launch();
+  if (!st.ok()) return st;
+  return w;
+}
+
+WorkerProcess::~WorkerProcess() { process_.Stop(9); }
+
+absl::Status WorkerProcess::Launch() {
+  std::vector<std::string> argv = {
+      LARDER_CLI_BINARY, "worker", absl::StrCat("--listen=127.0.0.1:", port_),
+      absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port_),
+      absl::StrCat("--short_circuit_socket=", socket_)};
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  absl::Status st = process_.Start(argv, log_, env_);
+  if (!st.ok()) return st;
+  const int port = port_, mport = metrics_port_;
+  if (!WaitFor([&] { return PortAccepts(port) && PortAccepts(mport); },
+               absl::Seconds(30))) {
+    auto log = ReadFile(log_);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "worker did not start; log:\n", log.ok() ? *log : "(none)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerProcess::Restart() {
+  process_.Stop(9);
+  return Launch();
+}
+
+std::string WorkerProcess::address() const {
+  return absl::StrCat("127.0.0.1:", port_);
+}
+
+absl::StatusOr<double> WorkerProcess::Metric(const std::string& series) const {
+  HttpOptions o;
+  o.retry.max_attempts = 1;
+  HttpClient http(o);
+  HttpRequest req;
+  req.url = absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics");
+  absl::StatusOr<HttpResponse> r = http.Send(req);
+  if (!r.ok()) return r.status();
+  for (absl::string_view line : absl::StrSplit(r->body, '\n')) {
+    if (line.size() > series.size() &&
+        line.substr(0, series.size()) == series && line[series.size()] == ' ') {
+      double v;
+      if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no metric ", series));
+}
+
+}  // namespace larder::testing

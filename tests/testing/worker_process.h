@@ -1,0 +1,59 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: worker_process.h
+// -----------------------------------------------------------------------------
+//
+// A real `larder worker` process for integration tests: free loopback ports,
+// a short-circuit socket in a temp directory, kill/restart with the same
+// flags, and /metrics scraping.
+#ifndef LARDER_TESTS_TESTING_WORKER_PROCESS_H_
+#define LARDER_TESTS_TESTING_WORKER_PROCESS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tests/testing/process.h"
+
+namespace larder::testing {
+
+class WorkerProcess {
+ public:
+  // Starts `larder worker` with `flags` (plus --listen, --metrics_listen and
+  // --short_circuit_socket chosen here) and waits until it serves.
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(
+      std::vector<std::string> flags, std::vector<std::string> env = {});
+  ~WorkerProcess();
+
+  void Kill(int signal = 9) { process_.Stop(signal); }
+  absl::Status Restart();
+
+  std::string address() const;  // 127.0.0.1:PORT (gRPC)
+  const std::string& socket_path() const { return socket_; }
+  int metrics_port() const { return metrics_port_; }
+  const std::string& log_path() const { return log_; }
+  pid_t pid() const { return process_.pid(); }
+
+  // Value of the sample `series` (e.g. `larder_worker_hits_total{tier="ram"}`)
+  // from /metrics. Errors: NotFound, Unavailable.
+  absl::StatusOr<double> Metric(const std::string& series) const;
+
+ private:
+  WorkerProcess() = default;
+  absl::Status Launch();
+
+  TempDir dir_;
+  std::vector<std::string> flags_;
+  std::vector<std::string> env_;
+  std::string socket_;
+  std::string log_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  Subprocess process_;
+};
+
+}  // namespace larder::testing
+
+#endif  // LARDER_TESTS_TESTING_WORKER_PROCESS_H_

@@ -1,0 +1,312 @@
+// Copyright 2026 The Larder Authors.
+//
+// A real `larder worker` process over a real s3rver: reads through gRPC and
+// through short-circuit, restart warmth after kill -9, corruption on disk, a
+// full NVMe directory, single-flight across RPCs, graceful SIGTERM.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/short_circuit_client.h"
+#include "client/worker_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/s3rver.h"
+#include "tests/testing/worker_process.h"
+#include "understore/factory.h"
+#include "understore/s3_store.h"
+
+namespace larder {
+namespace {
+
+constexpr uint64_t kBlock = 4 << 20;
+constexpr uint64_t kObjectSize =
+    2 * kBlock + 123457;  // Three blocks, the last one short.
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  uint64_t x = 88172645463325252ull + seed;
+  for (size_t i = 0; i < n; i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(&s[i], &x, std::min<size_t>(8, n - i));
+  }
+  return s;
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = testing::S3rver::Start("worker-test");
+    ASSERT_TRUE(server.ok()) << server.status();
+    s3_ = std::move(*server);
+    UnderStoreOptions o;
+    o.aws_credentials = testing::S3rver::Credentials();
+    auto store = OpenUnderStore(s3_->Uri("ds"), o);
+    ASSERT_TRUE(store.ok());
+    store_.reset(static_cast<S3Store*>(store->release()));
+    data_ = Pattern(kObjectSize, 1);
+    auto v = store_->Put("shard-0.bin", data_);
+    ASSERT_TRUE(v.ok()) << v.status();
+    version_ = *v;
+    ASSERT_TRUE(store_->Put("small.txt", "tiny object").ok());
+  }
+
+  std::unique_ptr<testing::WorkerProcess> StartWorker(
+      std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = {
+        absl::StrCat("--mount=ds=", s3_->Uri("ds")), "--ram_capacity=64MiB",
+        absl::StrCat("--nvme=", nvme_.path(), ":256MiB"), "--nvme_reserve=0",
+        "--retry_max_attempts=2"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    auto w = testing::WorkerProcess::Start(
+        flags, {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? std::move(*w) : nullptr;
+  }
+
+  BlockId Block(uint64_t index) const {
+    return BlockId{"ds", "shard-0.bin", version_, index, kBlock, kObjectSize};
+  }
+
+  // Reads the whole object block by block through gRPC; returns the bytes.
+  std::string ReadAllGrpc(WorkerClient& client,
+                          std::vector<std::string>* sources = nullptr) {
+    std::string out;
+    for (uint64_t i = 0; i < BlockCount(kObjectSize, kBlock); ++i) {
+      std::string buf(Block(i).length(), '\0');
+      std::string source;
+      auto n = client.ReadBlock(Block(i), 0, absl::MakeSpan(buf),
+                                absl::Seconds(60), &source);
+      EXPECT_TRUE(n.ok()) << n.status();
+      if (!n.ok()) return "";
+      out += buf.substr(0, *n);
+      if (sources) sources->push_back(source);
+    }
+    return out;
+  }
+
+  std::unique_ptr<testing::S3rver> s3_;
+  std::unique_ptr<S3Store> store_;
+  testing::TempDir nvme_;
+  std::string data_;
+  std::string version_;
+};
+
+TEST_F(WorkerTest, ReadsThroughGrpcAndShortCircuitAreByteExact) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address());
+  std::vector<std::string> sources;
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("under_store"));
+  sources.clear();
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("ram"));
+
+  // Odd ranges inside blocks.
+  std::string buf(1000, '\0');
+  auto n = client.ReadBlock(Block(1), 4095, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(buf, data_.substr(kBlock + 4095, 1000));
+
+  auto sc = ShortCircuitClient::Connect(worker->socket_path());
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  std::string via_sc;
+  for (uint64_t i = 0; i < 3; ++i) {
+    std::string b(Block(i).length(), '\0');
+    std::string source;
+    auto r = (*sc)->Read(Block(i), 0, absl::MakeSpan(b), &source);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(source, "ram");
+    via_sc += b;
+  }
+  EXPECT_TRUE(via_sc == data_);
+  // A leased fd can be mmapped and stays readable while held.
+  auto lease = (*sc)->Open(Block(2));
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->length, Block(2).length());
+  std::string tail(100, '\0');
+  ASSERT_EQ(::pread(lease->fd, tail.data(), 100, 5), 100);
+  EXPECT_EQ(tail, data_.substr(2 * kBlock + 5, 100));
+  EXPECT_TRUE((*sc)->Release(*lease).ok());
+
+  auto small_info = store_->Stat("small.txt");
+  ASSERT_TRUE(small_info.ok());
+  auto small = client.ReadBlock(BlockId{"ds", "small.txt", small_info->version,
+                                        0, kBlock, small_info->size},
+                                0, absl::MakeSpan(buf));
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(buf.substr(0, *small), "tiny object");
+
+  EXPECT_GE(
+      *worker->Metric(
+          "larder_worker_served_path_bytes_total{path=\"short_circuit\"}"),
+      kObjectSize);
+  EXPECT_EQ(*worker->Metric("larder_worker_misses_total"), 4);
+}
+
+TEST_F(WorkerTest, ConcurrentReadsOfOneBlockFetchItOnce) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address(), 4);
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 40; ++i) {
+    readers.emplace_back([&] {
+      std::string buf(kBlock, '\0');
+      auto n = client.ReadBlock(Block(0), 0, absl::MakeSpan(buf));
+      if (n.ok() && *n == kBlock && buf == data_.substr(0, kBlock)) ++ok;
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(ok.load(), 40);
+  EXPECT_EQ(*worker->Metric("larder_worker_misses_total"), 1);
+  // One fetch of a 4 MiB block = four 1 MiB ranged GETs in s3rver's own log.
+  EXPECT_EQ(s3_->CountRequests("shard-0.bin 206"), 4);
+}
+
+TEST_F(WorkerTest, KilledWorkerRestartsWarmFromNvme) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  {
+    WorkerClient client(worker->address());
+    ASSERT_TRUE(ReadAllGrpc(client) == data_);
+  }
+  // NVMe writes are asynchronous: wait until all three blocks are on disk.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        int files = 0;
+        for (const auto& e : std::filesystem::recursive_directory_iterator(
+                 nvme_.path() + "/blocks")) {
+          files += e.is_regular_file();
+        }
+        return files == 3;
+      },
+      absl::Seconds(10)));
+  const int gets_before = s3_->CountRequests("shard-0.bin 206");
+  worker->Kill(SIGKILL);
+  ASSERT_TRUE(worker->Restart().ok());
+  WorkerClient client(worker->address());
+  std::vector<std::string> sources;
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("nvme"));
+  EXPECT_EQ(s3_->CountRequests("shard-0.bin 206"), gets_before);
+  EXPECT_EQ(*worker->Metric("larder_worker_hits_total{tier=\"nvme\"}"), 3);
+}
+
+TEST_F(WorkerTest, CorruptBlockFileIsNeverServed) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  {
+    WorkerClient client(worker->address());
+    ASSERT_TRUE(ReadAllGrpc(client) == data_);
+  }
+  std::vector<std::string> files;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        files.clear();
+        for (const auto& e : std::filesystem::recursive_directory_iterator(
+                 nvme_.path() + "/blocks")) {
+          if (e.is_regular_file()) files.push_back(e.path().string());
+        }
+        return files.size() == 3;
+      },
+      absl::Seconds(10)));
+  worker->Kill(SIGKILL);
+  for (const std::string& f :
+       files) {  // Flip one data byte in every block file.
+    auto content = testing::ReadFile(f);
+    ASSERT_TRUE(content.ok());
+    (*content)[4096 + 777] ^= 0x01;
+    ASSERT_TRUE(testing::WriteFile(f, *content).ok());
+  }
+  ASSERT_TRUE(worker->Restart().ok());
+  WorkerClient client(worker->address());
+  std::vector<std::string> sources;
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("under_store"));
+  EXPECT_EQ(*worker->Metric("larder_worker_checksum_failures_total"), 3);
+  auto stats = client.GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->checksum_failures(), 3u);
+}
+
+TEST_F(WorkerTest, FullNvmeDirectoryDegradesToRamOnly) {
+  // A reserve larger than the disk: the NVMe tier can never write.
+  auto worker = StartWorker({"--nvme_reserve=1000000GiB"});
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address());
+  EXPECT_TRUE(ReadAllGrpc(client) == data_);
+  std::vector<std::string> sources;
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("ram"));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return *worker->Metric("larder_worker_nvme_write_failures_total") >= 3;
+      },
+      absl::Seconds(10)));
+  auto stats = client.GetStats();
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->tiers_size(), 2);
+  EXPECT_TRUE(stats->tiers(1).degraded());
+  EXPECT_EQ(stats->tiers(1).blocks(), 0u);
+}
+
+TEST_F(WorkerTest, ErrorsAreNamed) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address());
+  std::string buf(10, '\0');
+  BlockId missing{"ds", "no-such-object", "v", 0, kBlock, 100};
+  EXPECT_EQ(client.ReadBlock(missing, 0, absl::MakeSpan(buf)).status().code(),
+            absl::StatusCode::kNotFound);
+  BlockId stale = Block(0);
+  stale.version = "0123456789abcdef0123456789abcdef";
+  EXPECT_EQ(client.ReadBlock(stale, 0, absl::MakeSpan(buf)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  BlockId unknown_mount = Block(0);
+  unknown_mount.mount = "nope";
+  EXPECT_EQ(
+      client.ReadBlock(unknown_mount, 0, absl::MakeSpan(buf)).status().code(),
+      absl::StatusCode::kNotFound);
+  BlockId beyond = Block(7);
+  EXPECT_EQ(client.ReadBlock(beyond, 0, absl::MakeSpan(buf)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  s3_->Kill();
+  BlockId fresh = Block(1);
+  auto down = client.ReadBlock(fresh, 0, absl::MakeSpan(buf));
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable)
+      << down.status();
+  WorkerClient nobody(absl::StrCat("127.0.0.1:", testing::PickFreePort()));
+  EXPECT_EQ(nobody.ReadBlock(Block(0), 0, absl::MakeSpan(buf), absl::Seconds(2))
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(WorkerTest, SigtermStopsGracefully) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const pid_t pid = worker->pid();
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  bool exited =
+      testing::WaitFor([&] { return ::waitpid(pid, &status, WNOHANG) == pid; },
+                       absl::Seconds(20));
+  ASSERT_TRUE(exited);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto log = testing::ReadFile(worker->log_path());
+  EXPECT_THAT(*log, ::testing::HasSubstr("worker.stopped"));
+  EXPECT_FALSE(std::filesystem::exists(worker->socket_path()));
+}
+
+}  // namespace
+}  // namespace larder

@@ -1,0 +1,63 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: data_service.h
+// -----------------------------------------------------------------------------
+//
+// The gRPC WorkerData service (proto/worker.proto) over a BlockStore, on
+// gRPC's callback API. A RAM hit is answered on the gRPC thread; a miss is
+// handed to a bounded executor, so waiting for an under-store never blocks
+// gRPC's own threads. ReadBlock streams chunks of `chunk_bytes` (1 MiB) with
+// one write in flight at a time (flow control is gRPC's). Deadlines and
+// cancellation are honoured while waiting; a cancelled read leaves the fetch
+// running for the other readers.
+//
+// Thread-safe. `store`, `metrics` and `executor` must outlive the service.
+#ifndef LARDER_WORKER_DATA_SERVICE_H_
+#define LARDER_WORKER_DATA_SERVICE_H_
+
+#include "common/thread_pool.h"
+#include "proto/worker.grpc.pb.h"
+#include "worker/block_store.h"
+
+namespace larder {
+
+// Converts between the wire and the in-process block identity.
+BlockId FromProto(const v1::BlockRef& ref);
+void ToProto(const BlockId& id, v1::BlockRef* ref);
+
+class DataService final : public v1::WorkerData::CallbackService {
+ public:
+  DataService(BlockStore* store, WorkerMetrics* metrics, ThreadPool* executor,
+              size_t chunk_bytes = 1 << 20)
+      : store_(store),
+        metrics_(metrics),
+        executor_(executor),
+        chunk_bytes_(chunk_bytes) {}
+
+  grpc::ServerWriteReactor<v1::ReadBlockResponse>* ReadBlock(
+      grpc::CallbackServerContext* context,
+      const v1::ReadBlockRequest* request) override;
+  grpc::ServerUnaryReactor* CacheBlocks(
+      grpc::CallbackServerContext* context,
+      const v1::CacheBlocksRequest* request,
+      v1::CacheBlocksResponse* response) override;
+  grpc::ServerUnaryReactor* EvictBlocks(
+      grpc::CallbackServerContext* context,
+      const v1::EvictBlocksRequest* request,
+      v1::EvictBlocksResponse* response) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::GetStatsRequest* request,
+                                     v1::GetStatsResponse* response) override;
+
+ private:
+  friend class ReadBlockReactor;
+  BlockStore* const store_;
+  WorkerMetrics* const metrics_;
+  ThreadPool* const executor_;
+  const size_t chunk_bytes_;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_DATA_SERVICE_H_

@@ -1,0 +1,71 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: short_circuit.h
+// -----------------------------------------------------------------------------
+//
+// Short-circuit local reads: a Unix socket on which a client on the same node
+// asks for a block and receives the block's sealed memfd (SCM_RIGHTS) with the
+// offset and length of its bytes, then reads it with pread or mmap — no copy
+// through a socket. Protocol: ShortCircuitRequest/Response in
+// proto/worker.proto, framed by common/fd_socket.h.
+//
+// Leases: an OPEN leases the block in the RAM tier, so it is not evicted
+// while the client reads it; RELEASE (or closing the connection) gives the
+// lease back, and it expires by itself after its duration (capped at
+// `max_lease`). Memory safety does not depend on the lease: the client's
+// descriptor keeps the sealed pages alive even if the block is evicted.
+//
+// One thread per connection (clients keep one connection per process or per
+// loader thread). Thread-safe; Stop() closes the socket and every connection.
+#ifndef LARDER_WORKER_SHORT_CIRCUIT_H_
+#define LARDER_WORKER_SHORT_CIRCUIT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/block_store.h"
+
+namespace larder {
+
+class ShortCircuitServer {
+ public:
+  struct Options {
+    std::string socket_path;
+    absl::Duration max_lease = absl::Seconds(60);
+    // Time allowed for a miss to be fetched before OPEN fails. Default 5 min.
+    absl::Duration open_timeout = absl::Minutes(5);
+  };
+
+  // Errors: Unavailable (cannot bind), InvalidArgument (path too long).
+  static absl::StatusOr<std::unique_ptr<ShortCircuitServer>> Start(
+      Options options, BlockStore* store, WorkerMetrics* metrics);
+  ~ShortCircuitServer();
+  void Stop();
+
+ private:
+  ShortCircuitServer(Options options, BlockStore* store, WorkerMetrics* metrics)
+      : options_(std::move(options)), store_(store), metrics_(metrics) {}
+  void AcceptLoop();
+  void Serve(int conn);
+
+  const Options options_;
+  BlockStore* const store_;
+  WorkerMetrics* const metrics_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  absl::Mutex mu_;
+  absl::flat_hash_set<int> connections_ ABSL_GUARDED_BY(mu_);
+  int active_ ABSL_GUARDED_BY(mu_) = 0;  // Handler threads running (detached).
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_SHORT_CIRCUIT_H_

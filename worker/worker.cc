@@ -1,0 +1,89 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/worker.h"
+
+#include <grpcpp/server_builder.h>
+#include <sys/resource.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace larder {
+namespace {
+
+// Every RAM block is a memfd: allow as many descriptors as the system lets us.
+void RaiseFdLimit() {
+  struct rlimit r;
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
+    WorkerOptions options, std::unique_ptr<MountTable> mounts) {
+  RaiseFdLimit();
+  std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(mounts)));
+  LARDER_ASSIGN_OR_RETURN(
+      w->store_,
+      BlockStore::Create(w->options_.store, w->mounts_.get(), &w->metrics_));
+  w->rpc_executor_ =
+      std::make_unique<ThreadPool>(w->options_.rpc_threads, "larder-rpc");
+  w->service_ = std::make_unique<DataService>(w->store_.get(), &w->metrics_,
+                                              w->rpc_executor_.get());
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(w->options_.listen,
+                           grpc::InsecureServerCredentials(), &w->grpc_port_);
+  builder.RegisterService(w->service_.get());
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.SetMaxSendMessageSize(16 << 20);
+  w->server_ = builder.BuildAndStart();
+  if (!w->server_ || w->grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on ", w->options_.listen));
+  }
+  if (!w->options_.short_circuit_socket.empty()) {
+    LARDER_ASSIGN_OR_RETURN(
+        w->short_circuit_,
+        ShortCircuitServer::Start({w->options_.short_circuit_socket},
+                                  w->store_.get(), &w->metrics_));
+  }
+  if (!w->options_.ops_listen.empty()) {
+    OpsServer::Options ops;
+    ops.listen = w->options_.ops_listen;
+    ops.registry = w->metrics_.registry();
+    BlockStore* store = w->store_.get();
+    ops.before_scrape = [store] { store->UpdateGauges(); };
+    LARDER_ASSIGN_OR_RETURN(w->ops_, OpsServer::Start(std::move(ops)));
+  }
+  LARDER_LOG(INFO, "worker.started")
+      .Field("grpc", absl::StrCat(w->options_.listen.substr(
+                                      0, w->options_.listen.rfind(':')),
+                                  ":", w->grpc_port_))
+      .Field("short_circuit", w->options_.short_circuit_socket)
+      .Field("ops_port", w->ops_port())
+      .Field("ram", w->options_.store.ram_capacity_bytes)
+      .Field("mounts", w->mounts_->List().size());
+  return w;
+}
+
+Worker::~Worker() { Shutdown(); }
+
+void Worker::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  LARDER_LOG(INFO, "worker.stopping");
+  if (server_)
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoSeconds(options_.shutdown_grace));
+  if (short_circuit_) short_circuit_->Stop();
+  rpc_executor_.reset();
+  if (store_) store_->Shutdown();
+  ops_.reset();
+  LARDER_LOG(INFO, "worker.stopped");
+}
+
+}  // namespace larder

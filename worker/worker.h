@@ -1,0 +1,82 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: worker.h
+// -----------------------------------------------------------------------------
+//
+// A Larder worker: the block store, its gRPC data service, the short-circuit
+// socket and the /metrics + /healthz endpoint, started together. `larder
+// worker` is a thin main around this class; tests start it in-process too.
+//
+// Shutdown: stops accepting, lets in-flight RPCs finish (up to
+// `shutdown_grace`), closes the short-circuit socket, then drains fetches and
+// NVMe writes so the on-disk index stays consistent.
+#ifndef LARDER_WORKER_WORKER_H_
+#define LARDER_WORKER_WORKER_H_
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <string>
+
+#include "common/ops_server.h"
+#include "common/thread_pool.h"
+#include "worker/block_store.h"
+#include "worker/data_service.h"
+#include "worker/metrics.h"
+#include "worker/mount_table.h"
+#include "worker/short_circuit.h"
+
+namespace larder {
+
+struct WorkerOptions {
+  // gRPC data service address. Default 127.0.0.1:7070 (port 0 = any free).
+  std::string listen = "127.0.0.1:7070";
+  // Short-circuit Unix socket; empty = disabled.
+  std::string short_circuit_socket;
+  // /metrics and /healthz; empty = disabled. Default 127.0.0.1:7071.
+  std::string ops_listen = "127.0.0.1:7071";
+  BlockStoreOptions store;
+  // Threads that wait on misses for RPCs. Default 64.
+  int rpc_threads = 64;
+  // How long in-flight RPCs may run on after a shutdown request. Default 30 s.
+  absl::Duration shutdown_grace = absl::Seconds(30);
+};
+
+class Worker {
+ public:
+  // Errors: Unavailable (an address cannot be bound), and those of
+  // BlockStore::Create.
+  static absl::StatusOr<std::unique_ptr<Worker>> Start(
+      WorkerOptions options, std::unique_ptr<MountTable> mounts);
+  ~Worker();
+
+  int grpc_port() const { return grpc_port_; }
+  int ops_port() const { return ops_ ? ops_->port() : 0; }
+  MountTable& mounts() { return *mounts_; }
+  BlockStore& store() { return *store_; }
+  WorkerMetrics& metrics() { return metrics_; }
+
+  // Graceful; idempotent.
+  void Shutdown();
+
+ private:
+  Worker(WorkerOptions options, std::unique_ptr<MountTable> mounts)
+      : options_(std::move(options)), mounts_(std::move(mounts)) {}
+
+  const WorkerOptions options_;
+  std::unique_ptr<MountTable> mounts_;
+  WorkerMetrics metrics_;
+  std::unique_ptr<BlockStore> store_;
+  std::unique_ptr<ThreadPool> rpc_executor_;
+  std::unique_ptr<DataService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ShortCircuitServer> short_circuit_;
+  std::unique_ptr<OpsServer> ops_;
+  int grpc_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_WORKER_H_
