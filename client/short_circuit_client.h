@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -44,8 +45,18 @@ class ShortCircuitClient {
   // Errors: the worker's (as for ReadBlock), Unavailable (worker gone).
   absl::StatusOr<Lease> Open(const BlockId& id,
                              absl::Duration lease = absl::Seconds(30));
-  // Closes the fd and gives the lease back.
+  // Opens several blocks in one exchange per 64 blocks (one request, one
+  // response carrying every descriptor), so a sequential reader with
+  // readahead pays one round trip per batch instead of one per block. Misses
+  // of a batch are fetched in parallel by the worker. Results are in the
+  // order of `ids`.
+  std::vector<absl::StatusOr<Lease>> OpenBatch(
+      const std::vector<BlockId>& ids,
+      absl::Duration lease = absl::Seconds(30));
+
+  // Closes the fds and gives the leases back (one message, no reply).
   absl::Status Release(Lease& lease);
+  absl::Status ReleaseBatch(std::vector<Lease>& leases);
 
   // Open + pread + Release: reads up to buffer.size() bytes of the block from
   // `offset` (within the block).
@@ -55,6 +66,10 @@ class ShortCircuitClient {
 
  private:
   explicit ShortCircuitClient(int sock) : sock_(sock) {}
+  // One OPEN exchange for at most kMaxFramesFds blocks, appended to `out`.
+  void OpenChunk(const BlockId* ids, size_t n, absl::Duration lease,
+                 std::vector<absl::StatusOr<Lease>>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
   int sock_ ABSL_GUARDED_BY(mu_);
 };

@@ -3,10 +3,12 @@
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 
 namespace larder {
@@ -33,17 +35,161 @@ WorkerClient::WorkerClient(const std::string& address, int connections)
   for (int i = 0; i < std::max(1, connections); ++i) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(16 << 20);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
     // Distinct arguments keep gRPC from sharing one connection between them.
     args.SetInt("larder.connection_index", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    stubs_.push_back(v1::WorkerData::NewStub(grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args)));
+    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args);
+    stubs_.push_back(v1::WorkerData::NewStub(channel));
+    generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
   }
 }
 
-v1::WorkerData::Stub& WorkerClient::NextStub() {
-  return *stubs_[next_++ % stubs_.size()];
-}
+namespace {
+
+// Reads the bytes of a ByteBuffer's slices in order.
+class SliceCursor {
+ public:
+  explicit SliceCursor(const std::vector<grpc::Slice>& slices)
+      : slices_(slices) {}
+  bool Byte(uint8_t* b) {
+    Skip0();
+    if (i_ >= slices_.size()) return false;
+    *b = slices_[i_].begin()[off_++];
+    return true;
+  }
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!Byte(&b)) return false;
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  // Copies `n` bytes to `out` (or skips them when out is null).
+  bool Take(size_t n, char* out) {
+    while (n > 0) {
+      Skip0();
+      if (i_ >= slices_.size()) return false;
+      const size_t k = std::min(n, slices_[i_].size() - off_);
+      if (out != nullptr) {
+        std::memcpy(out, slices_[i_].begin() + off_, k);
+        out += k;
+      }
+      off_ += k;
+      n -= k;
+    }
+    return true;
+  }
+  bool done() {
+    Skip0();
+    return i_ >= slices_.size();
+  }
+
+ private:
+  void Skip0() {
+    while (i_ < slices_.size() && off_ >= slices_[i_].size()) {
+      ++i_;
+      off_ = 0;
+    }
+  }
+  const std::vector<grpc::Slice>& slices_;
+  size_t i_ = 0;
+  size_t off_ = 0;
+};
+
+// One raw ReadBlock call: sends the request, copies each response's data
+// field into `dst`.
+class RawReadReactor final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RawReadReactor(grpc::ClientContext* ctx, absl::Span<char> dst,
+                 std::string* source)
+      : ctx_(ctx), dst_(dst), source_(source) {}
+
+  void Start(grpc::GenericStub& stub, const std::string& request) {
+    grpc::Slice slice(request);
+    request_ = grpc::ByteBuffer(&slice, 1);
+    stub.PrepareBidiStreamingCall(ctx_, "/larder.v1.WorkerData/ReadBlock",
+                                  grpc::StubOptions(), this);
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (!Consume()) {
+      ctx_->TryCancel();
+      return;
+    }
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    absl::MutexLock lock(&mu_);
+    status_ = s;
+    done_ = true;
+  }
+
+  absl::StatusOr<size_t> Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    if (!error_.ok()) return error_;
+    if (!status_.ok()) return FromGrpcStatus(status_);
+    return got_;
+  }
+
+ private:
+  // Parses one ReadBlockResponse (field 1: data, field 2: source).
+  bool Consume() {
+    std::vector<grpc::Slice> slices;
+    if (!response_.Dump(&slices).ok()) return Fail("undecodable response");
+    SliceCursor c(slices);
+    while (!c.done()) {
+      uint64_t tag, len;
+      if (!c.Varint(&tag)) return Fail("truncated response");
+      if ((tag & 7) == 0) {
+        if (!c.Varint(&len)) return Fail("truncated varint");
+        continue;
+      }
+      if ((tag & 7) != 2 || !c.Varint(&len))
+        return Fail("unexpected wire type");
+      if (tag >> 3 == 1) {
+        if (len > dst_.size() - got_)
+          return Fail("worker sent more than requested");
+        if (!c.Take(len, dst_.data() + got_)) return Fail("truncated data");
+        got_ += len;
+      } else if (tag >> 3 == 2 && source_ != nullptr) {
+        source_->resize(len);
+        if (!c.Take(len, source_->data())) return Fail("truncated source");
+      } else if (!c.Take(len, nullptr)) {
+        return Fail("truncated field");
+      }
+    }
+    return true;
+  }
+  bool Fail(absl::string_view why) {
+    absl::MutexLock lock(&mu_);
+    error_ = absl::InternalError(absl::StrCat("ReadBlock: ", why));
+    return false;
+  }
+
+  grpc::ClientContext* const ctx_;
+  const absl::Span<char> dst_;
+  std::string* const source_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  size_t got_ = 0;  // Only touched by OnReadDone, which gRPC serializes.
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
 
 absl::StatusOr<size_t> WorkerClient::ReadBlock(const BlockId& id,
                                                uint64_t offset,
@@ -56,28 +202,14 @@ absl::StatusOr<size_t> WorkerClient::ReadBlock(const BlockId& id,
   req.set_length(buffer.size());
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
-  std::unique_ptr<grpc::ClientReader<v1::ReadBlockResponse>> reader =
-      NextStub().ReadBlock(&ctx, req);
-  v1::ReadBlockResponse resp;
-  size_t done = 0;
-  bool overflow = false;
-  while (reader->Read(&resp)) {
-    if (!resp.source().empty() && source != nullptr) *source = resp.source();
-    const std::string& d = resp.data();
-    if (d.size() > buffer.size() - done) {
-      overflow = true;
-      ctx.TryCancel();
-      break;
-    }
-    std::memcpy(buffer.data() + done, d.data(), d.size());
-    done += d.size();
-  }
-  grpc::Status st = reader->Finish();
-  if (overflow)
+  RawReadReactor reactor(&ctx, buffer, source);
+  reactor.Start(*generic_stubs_[Next()], req.SerializeAsString());
+  absl::StatusOr<size_t> n = reactor.Wait();
+  if (!n.ok() && n.status().code() == absl::StatusCode::kInternal) {
     return absl::InternalError(
-        absl::StrCat("worker ", address_, " sent more than requested"));
-  if (!st.ok()) return FromGrpcStatus(st);
-  return done;
+        absl::StrCat("worker ", address_, ": ", n.status().message()));
+  }
+  return n;
 }
 
 absl::Status WorkerClient::CacheBlocks(const std::vector<BlockId>& ids,
@@ -88,7 +220,7 @@ absl::Status WorkerClient::CacheBlocks(const std::vector<BlockId>& ids,
   v1::CacheBlocksResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
-  grpc::Status st = NextStub().CacheBlocks(&ctx, req, &resp);
+  grpc::Status st = (*stubs_[Next()]).CacheBlocks(&ctx, req, &resp);
   if (!st.ok()) return FromGrpcStatus(st);
   for (const v1::BlockResult& r : resp.results()) {
     if (r.code() != 0)
@@ -102,7 +234,8 @@ absl::StatusOr<v1::GetStatsResponse> WorkerClient::GetStats(
   v1::GetStatsResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
-  grpc::Status st = NextStub().GetStats(&ctx, v1::GetStatsRequest(), &resp);
+  grpc::Status st =
+      (*stubs_[Next()]).GetStats(&ctx, v1::GetStatsRequest(), &resp);
   if (!st.ok()) return FromGrpcStatus(st);
   return resp;
 }
@@ -113,7 +246,7 @@ absl::StatusOr<uint64_t> WorkerClient::EvictPrefix(const std::string& prefix) {
   v1::EvictBlocksResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, absl::Seconds(30));
-  grpc::Status st = NextStub().EvictBlocks(&ctx, req, &resp);
+  grpc::Status st = (*stubs_[Next()]).EvictBlocks(&ctx, req, &resp);
   if (!st.ok()) return FromGrpcStatus(st);
   return resp.evicted();
 }

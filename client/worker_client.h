@@ -8,6 +8,10 @@
 // the caller's buffer. Internal to the client library; larder::Client (issue
 // 4) routes block reads to these by ring position.
 //
+// ReadBlock goes through gRPC's generic stub: the response messages stay raw
+// ByteBuffers and their data field is copied once, from gRPC's slices into
+// the caller's buffer (the protobuf path would copy twice more).
+//
 // Thread-safe: one instance per worker, shared by every loader thread.
 // `connections` > 1 opens that many HTTP/2 connections and spreads streams
 // over them (one TCP connection caps a single stream's throughput).
@@ -15,6 +19,7 @@
 #define LARDER_CLIENT_WORKER_CLIENT_H_
 
 #include <grpcpp/channel.h>
+#include <grpcpp/generic/generic_stub.h>
 
 #include <atomic>
 #include <memory>
@@ -52,10 +57,11 @@ class WorkerClient {
   const std::string& address() const { return address_; }
 
  private:
-  v1::WorkerData::Stub& NextStub();
+  size_t Next() { return next_++ % stubs_.size(); }
 
   const std::string address_;
   std::vector<std::unique_ptr<v1::WorkerData::Stub>> stubs_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
   std::atomic<size_t> next_{0};
 };
 

@@ -18,32 +18,34 @@ absl::Status ErrnoUnavailable(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-absl::Status ReadFully(int sock, char* data, size_t n, int* received_fd) {
+absl::Status ReadFully(int sock, char* data, size_t n, std::vector<int>* fds) {
   size_t done = 0;
   while (done < n) {
     struct iovec iov = {data + done, n - done};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    alignas(
+        struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFramesFds)];
     struct msghdr msg {};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    if (received_fd != nullptr) {
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-    }
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
     ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0) {
       if (errno == EINTR) continue;
       return ErrnoUnavailable("recvmsg");
     }
     if (r == 0) return absl::UnavailableError("peer closed the connection");
-    if (received_fd != nullptr) {
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
-           c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(c), sizeof(fd));
-          if (*received_fd >= 0) ::close(*received_fd);
-          *received_fd = fd;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+         c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        if (fds != nullptr) {
+          fds->push_back(fd);
+        } else {
+          ::close(fd);
         }
       }
     }
@@ -54,9 +56,12 @@ absl::Status ReadFully(int sock, char* data, size_t n, int* received_fd) {
 
 }  // namespace
 
-absl::Status SendFrame(int sock, absl::string_view payload, int pass_fd) {
+absl::Status SendFrame(int sock, absl::string_view payload,
+                       const std::vector<int>& pass_fds) {
   if (payload.size() > kMaxFrameBytes)
     return absl::InvalidArgumentError("frame too large");
+  if (pass_fds.size() > kMaxFramesFds)
+    return absl::InvalidArgumentError("too many descriptors in one frame");
   std::string buf(4 + payload.size(), '\0');
   const uint32_t len = static_cast<uint32_t>(payload.size());
   for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(len >> (8 * i));
@@ -64,18 +69,19 @@ absl::Status SendFrame(int sock, absl::string_view payload, int pass_fd) {
   size_t done = 0;
   while (done < buf.size()) {
     struct iovec iov = {buf.data() + done, buf.size() - done};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    alignas(
+        struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFramesFds)];
     struct msghdr msg {};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    if (pass_fd >= 0 && done == 0) {
+    if (!pass_fds.empty() && done == 0) {
       msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * pass_fds.size());
       cmsghdr* c = CMSG_FIRSTHDR(&msg);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+      c->cmsg_len = CMSG_LEN(sizeof(int) * pass_fds.size());
+      std::memcpy(CMSG_DATA(c), pass_fds.data(), sizeof(int) * pass_fds.size());
     }
     ssize_t w = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
     if (w < 0) {
@@ -87,10 +93,10 @@ absl::Status SendFrame(int sock, absl::string_view payload, int pass_fd) {
   return absl::OkStatus();
 }
 
-absl::Status RecvFrame(int sock, std::string* payload, int* received_fd) {
-  if (received_fd != nullptr) *received_fd = -1;
+absl::Status RecvFrame(int sock, std::string* payload,
+                       std::vector<int>* received_fds) {
   char header[4];
-  absl::Status st = ReadFully(sock, header, 4, received_fd);
+  absl::Status st = ReadFully(sock, header, 4, received_fds);
   if (!st.ok()) return st;
   uint32_t len = 0;
   for (int i = 0; i < 4; ++i)
@@ -101,7 +107,7 @@ absl::Status RecvFrame(int sock, std::string* payload, int* received_fd) {
         absl::StrCat("frame of ", len, " bytes exceeds the limit"));
   }
   payload->resize(len);
-  return ReadFully(sock, payload->data(), len, received_fd);
+  return ReadFully(sock, payload->data(), len, received_fds);
 }
 
 absl::StatusOr<int> ConnectUnix(const std::string& path) {

@@ -12,6 +12,7 @@
 #define LARDER_COMMON_FD_SOCKET_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,14 +23,19 @@ namespace larder {
 // Frames larger than this are refused (a malformed peer). 1 MiB.
 inline constexpr size_t kMaxFrameBytes = 1 << 20;
 
-// Sends one frame; `pass_fd` >= 0 is duplicated into the peer. Errors:
-// Unavailable (peer gone).
-absl::Status SendFrame(int sock, absl::string_view payload, int pass_fd = -1);
+// Most descriptors one frame may carry (the kernel's SCM_MAX_FD is 253).
+inline constexpr size_t kMaxFramesFds = 64;
 
-// Receives one frame. `*received_fd` gets a passed descriptor (the caller
-// owns it) or -1. Errors: Unavailable (peer closed or failed),
-// InvalidArgument (oversized frame).
-absl::Status RecvFrame(int sock, std::string* payload, int* received_fd);
+// Sends one frame; the descriptors in `pass_fds` (at most kMaxFramesFds) are
+// duplicated into the peer. Errors: Unavailable (peer gone), InvalidArgument.
+absl::Status SendFrame(int sock, absl::string_view payload,
+                       const std::vector<int>& pass_fds = {});
+
+// Receives one frame. `received_fds` (may be null: then passed descriptors
+// are closed) gets the passed descriptors, owned by the caller. Errors:
+// Unavailable (peer closed or failed), InvalidArgument (oversized frame).
+absl::Status RecvFrame(int sock, std::string* payload,
+                       std::vector<int>* received_fds);
 
 // Connects to a Unix socket path. Errors: Unavailable, InvalidArgument.
 absl::StatusOr<int> ConnectUnix(const std::string& path);

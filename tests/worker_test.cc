@@ -13,8 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
+#include "common/fd_socket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/worker.pb.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
 #include "tests/testing/worker_process.h"
@@ -289,6 +291,87 @@ TEST_F(WorkerTest, ErrorsAreNamed) {
                 .status()
                 .code(),
             absl::StatusCode::kUnavailable);
+}
+
+TEST_F(WorkerTest, ShortCircuitBatchesMixHitsMissesAndErrors) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  auto sc = ShortCircuitClient::Connect(worker->socket_path());
+  ASSERT_TRUE(sc.ok());
+  BlockId missing{"ds", "no-such-object", "v", 0, kBlock, 100};
+  auto leases = (*sc)->OpenBatch({Block(0), Block(2), missing, Block(1)});
+  ASSERT_EQ(leases.size(), 4u);
+  EXPECT_EQ(leases[2].status().code(), absl::StatusCode::kNotFound);
+  std::vector<ShortCircuitClient::Lease> held;
+  for (int i : {0, 1, 3}) {
+    ASSERT_TRUE(leases[i].ok()) << leases[i].status();
+    const uint64_t index = i == 0 ? 0 : i == 1 ? 2 : 1;
+    std::string buf(leases[i]->length, '\0');
+    ASSERT_EQ(::pread(leases[i]->fd, buf.data(), buf.size(), leases[i]->offset),
+              static_cast<ssize_t>(buf.size()));
+    EXPECT_TRUE(buf == data_.substr(index * kBlock, Block(index).length()))
+        << index;
+    held.push_back(*leases[i]);
+  }
+  // The batch's misses were fetched in parallel, each block exactly once
+  // (four 1 MiB ranged GETs per 4 MiB block, one for the short last block,
+  // in s3rver's own log).
+  EXPECT_EQ(s3_->CountRequests("shard-0.bin 206"), 4 + 4 + 1);
+  EXPECT_EQ(*worker->Metric("larder_worker_short_circuit_leases"), 3);
+  EXPECT_TRUE((*sc)->ReleaseBatch(held).ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return *worker->Metric("larder_worker_short_circuit_leases") == 0;
+      },
+      absl::Seconds(5)));
+  // After release, the same connection keeps working.
+  std::string buf(100, '\0');
+  auto n = (*sc)->Read(Block(0), 10, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(buf, data_.substr(10, 100));
+}
+
+TEST_F(WorkerTest, MalformedShortCircuitFramesDoNotHurtTheWorker) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  {
+    // A frame claiming 2 GiB: the worker drops the connection.
+    auto fd = ConnectUnix(worker->socket_path());
+    ASSERT_TRUE(fd.ok());
+    ASSERT_EQ(::write(*fd, "\xff\xff\xff\x7f", 4), 4);
+    char c;
+    EXPECT_EQ(::read(*fd, &c, 1), 0);  // Closed by the worker.
+    ::close(*fd);
+  }
+  {
+    // A well-framed payload that is not a request: a named error, connection
+    // kept.
+    auto fd = ConnectUnix(worker->socket_path());
+    ASSERT_TRUE(fd.ok());
+    ASSERT_TRUE(SendFrame(*fd, std::string("\x0a\xff\xff garbage", 11)).ok());
+    std::string frame;
+    ASSERT_TRUE(RecvFrame(*fd, &frame, nullptr).ok());
+    v1::ShortCircuitResponse resp;
+    ASSERT_TRUE(resp.ParseFromString(frame));
+    EXPECT_EQ(resp.code(),
+              static_cast<int>(absl::StatusCode::kInvalidArgument));
+    // An OPEN of 65 blocks is refused, not half-served.
+    v1::ShortCircuitRequest req;
+    for (int i = 0; i < 65; ++i) *req.add_blocks() = v1::BlockRef();
+    ASSERT_TRUE(SendFrame(*fd, req.SerializeAsString()).ok());
+    ASSERT_TRUE(RecvFrame(*fd, &frame, nullptr).ok());
+    ASSERT_TRUE(resp.ParseFromString(frame));
+    EXPECT_EQ(resp.code(),
+              static_cast<int>(absl::StatusCode::kInvalidArgument));
+    ::close(*fd);
+  }
+  // The worker still serves.
+  auto sc = ShortCircuitClient::Connect(worker->socket_path());
+  ASSERT_TRUE(sc.ok());
+  std::string buf(1000, '\0');
+  auto n = (*sc)->Read(Block(1), 0, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(buf, data_.substr(kBlock, 1000));
 }
 
 TEST_F(WorkerTest, SigtermStopsGracefully) {

@@ -39,6 +39,12 @@ absl::StatusOr<BlockWriter> BlockWriter::Create(BlockId id) {
     return absl::ResourceExhaustedError(
         absl::StrCat("mmap memfd: ", std::strerror(err)));
   }
+  // 2 MiB pages where the kernel allows them for shmem (shmem_enabled =
+  // advise, within_size or always): reads of a block, short-circuit preads
+  // included, then cost one page lookup per 2 MiB instead of per 4 KiB
+  // (measured: memfd pread 7.6-8.9 GB/s with 4 KiB pages, 13.5-15 GB/s with
+  // 2 MiB pages). No effect where shmem THP is off.
+  if (length >= (2u << 20)) ::madvise(data, length, MADV_HUGEPAGE);
   return BlockWriter(std::move(id), fd, static_cast<char*>(data), length);
 }
 

@@ -1,7 +1,11 @@
 // Copyright 2026 The Larder Authors.
 #include "worker/data_service.h"
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
 #include <atomic>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -43,27 +47,49 @@ void CountServed(WorkerMetrics* m, BlockSource source, uint64_t bytes) {
 
 }  // namespace
 
-// Streams one block range. Deletes itself in OnDone.
+// Appends the protobuf varint encoding of `v`.
+void AppendVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// Streams one block range as raw ReadBlockResponse messages. Deletes itself
+// in OnDone.
 class ReadBlockReactor final
-    : public grpc::ServerWriteReactor<v1::ReadBlockResponse> {
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   ReadBlockReactor(DataService* service, grpc::CallbackServerContext* context,
-                   const v1::ReadBlockRequest* request)
-      : service_(service), id_(FromProto(request->block())) {
+                   const grpc::ByteBuffer* request)
+      : service_(service) {
+    v1::ReadBlockRequest req;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (request->Dump(&slices).ok()) {
+      for (const grpc::Slice& sl : slices)
+        bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    if (!req.ParseFromString(bytes)) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "malformed ReadBlockRequest"));
+      return;
+    }
+    id_ = FromProto(req.block());
     if (absl::Status st = id_.Validate(); !st.ok()) {
       Finish(ToGrpcStatus(st));
       return;
     }
     const uint64_t length = id_.length();
-    if (request->offset() > length) {
+    if (req.offset() > length) {
       Finish(ToGrpcStatus(absl::OutOfRangeError(
-          absl::StrCat("offset ", request->offset(), " beyond block ",
+          absl::StrCat("offset ", req.offset(), " beyond block ",
                        id_.DebugString(), " of ", length, " bytes"))));
       return;
     }
-    pos_ = request->offset();
-    end_ = request->length() == 0 ? length
-                                  : std::min(length, pos_ + request->length());
+    pos_ = req.offset();
+    end_ = req.length() == 0 ? length : std::min(length, pos_ + req.length());
     if (std::shared_ptr<const Block> b = service_->store_->TryGetCached(id_)) {
       Start(std::move(b), BlockSource::kRam);
       return;
@@ -94,7 +120,6 @@ class ReadBlockReactor final
   void Start(std::shared_ptr<const Block> block, BlockSource source) {
     block_ = std::move(block);
     source_ = source;
-    response_.set_source(std::string(BlockSourceName(source)));
     WriteNext();
   }
 
@@ -105,8 +130,27 @@ class ReadBlockReactor final
     }
     const size_t n = static_cast<size_t>(
         std::min<uint64_t>(service_->chunk_bytes_, end_ - pos_));
-    response_.set_data(block_->data().data() + pos_, n);
-    if (!first_) response_.clear_source();
+    // ReadBlockResponse: field 2 (source) on the first message, then field 1
+    // (data) whose bytes are the block's own memory.
+    std::string head;
+    if (first_) {
+      const absl::string_view src = BlockSourceName(source_);
+      head.push_back(0x12);
+      AppendVarint(&head, src.size());
+      head.append(src.data(), src.size());
+    }
+    head.push_back(0x0a);
+    AppendVarint(&head, n);
+    grpc::Slice slices[2] = {
+        grpc::Slice(head),
+        grpc::Slice(
+            const_cast<char*>(block_->data().data() + pos_), n,
+            [](void* ref) {
+              delete static_cast<std::shared_ptr<const Block>*>(ref);
+            },
+            new std::shared_ptr<const Block>(block_)),
+    };
+    response_ = grpc::ByteBuffer(slices, n == 0 ? 1 : 2);
     first_ = false;
     CountServed(service_->metrics_, source_, n);
     pos_ += n;
@@ -114,18 +158,18 @@ class ReadBlockReactor final
   }
 
   DataService* const service_;
-  const BlockId id_;
+  BlockId id_;
   std::atomic<bool> cancelled_{false};
   std::shared_ptr<const Block> block_;
   BlockSource source_ = BlockSource::kRam;
   uint64_t pos_ = 0;
   uint64_t end_ = 0;
   bool first_ = true;
-  v1::ReadBlockResponse response_;
+  grpc::ByteBuffer response_;
 };
 
-grpc::ServerWriteReactor<v1::ReadBlockResponse>* DataService::ReadBlock(
-    grpc::CallbackServerContext* context, const v1::ReadBlockRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DataService::ReadBlock(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new ReadBlockReactor(this, context, request);
 }
 

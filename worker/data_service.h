@@ -7,10 +7,14 @@
 // The gRPC WorkerData service (proto/worker.proto) over a BlockStore, on
 // gRPC's callback API. A RAM hit is answered on the gRPC thread; a miss is
 // handed to a bounded executor, so waiting for an under-store never blocks
-// gRPC's own threads. ReadBlock streams chunks of `chunk_bytes` (1 MiB) with
-// one write in flight at a time (flow control is gRPC's). Deadlines and
-// cancellation are honoured while waiting; a cancelled read leaves the fetch
-// running for the other readers.
+// gRPC's own threads. Deadlines and cancellation are honoured while waiting;
+// a cancelled read leaves the fetch running for the other readers.
+//
+// ReadBlock is zero-copy: it is a raw method whose responses are ByteBuffers
+// made of a few bytes of protobuf framing (ReadBlockResponse wire format) and
+// a slice that points into the block's memory, holding a reference to the
+// block until gRPC has written it. Chunks of `chunk_bytes` (1 MiB), one write
+// in flight at a time (flow control is gRPC's).
 //
 // Thread-safe. `store`, `metrics` and `executor` must outlive the service.
 #ifndef LARDER_WORKER_DATA_SERVICE_H_
@@ -26,7 +30,9 @@ namespace larder {
 BlockId FromProto(const v1::BlockRef& ref);
 void ToProto(const BlockId& id, v1::BlockRef* ref);
 
-class DataService final : public v1::WorkerData::CallbackService {
+class DataService final
+    : public v1::WorkerData::WithRawCallbackMethod_ReadBlock<
+          v1::WorkerData::CallbackService> {
  public:
   DataService(BlockStore* store, WorkerMetrics* metrics, ThreadPool* executor,
               size_t chunk_bytes = 1 << 20)
@@ -35,9 +41,9 @@ class DataService final : public v1::WorkerData::CallbackService {
         executor_(executor),
         chunk_bytes_(chunk_bytes) {}
 
-  grpc::ServerWriteReactor<v1::ReadBlockResponse>* ReadBlock(
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadBlock(
       grpc::CallbackServerContext* context,
-      const v1::ReadBlockRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* CacheBlocks(
       grpc::CallbackServerContext* context,
       const v1::CacheBlocksRequest* request,

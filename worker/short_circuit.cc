@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "common/fd_socket.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -60,67 +61,77 @@ void ShortCircuitServer::Serve(int conn) {
   uint64_t next_lease = 1;
   std::string frame;
   for (;;) {
-    int ignored_fd = -1;
-    absl::Status st = RecvFrame(conn, &frame, &ignored_fd);
-    if (ignored_fd >= 0) ::close(ignored_fd);
+    absl::Status st =
+        RecvFrame(conn, &frame, nullptr);  // Stray fds are closed.
     if (!st.ok()) break;  // Closed, or a malformed peer: drop the connection.
     v1::ShortCircuitRequest req;
     v1::ShortCircuitResponse resp;
-    int pass_fd = -1;
-    std::shared_ptr<const Block> hold;  // Keeps the fd valid until sent.
+    std::vector<std::shared_ptr<const Block>>
+        hold;  // Keeps the fds valid until sent.
+    std::vector<int> fds;
     if (!req.ParseFromString(frame)) {
       resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
       resp.set_message("malformed ShortCircuitRequest");
     } else if (req.op() == v1::ShortCircuitRequest::RELEASE) {
-      auto it = leases.find(req.lease_id());
-      if (it == leases.end()) {
-        resp.set_code(static_cast<int>(absl::StatusCode::kNotFound));
-        resp.set_message("unknown lease");
-      } else {
-        store_->Unlease(it->second);
-        leases.erase(it);
-      }
-    } else {
-      const BlockId id = FromProto(req.block());
-      absl::StatusOr<BlockRead> r =
-          store_->Get(id, absl::Now() + options_.open_timeout,
-                      [this] { return stopping_.load(); });
-      if (!r.ok()) {
-        resp.set_code(static_cast<int>(r.status().code()));
-        resp.set_message(RedactSecrets(r.status().message()));
-      } else {
-        hold = r->block;
-        absl::Duration lease = std::min(
-            options_.max_lease,
-            absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
-        if (store_->Lease(hold->key(), absl::Now() + lease)) {
-          resp.set_lease_id(next_lease);
-          leases[next_lease++] = hold->key();
+      // One-way: no response.
+      for (uint64_t id : req.lease_ids()) {
+        if (auto it = leases.find(id); it != leases.end()) {
+          store_->Unlease(it->second);
+          leases.erase(it);
         }
-        resp.set_lease_ms(
+      }
+      continue;
+    } else if (req.blocks_size() == 0 ||
+               static_cast<size_t>(req.blocks_size()) > kMaxFramesFds) {
+      resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+      resp.set_message(absl::StrCat("OPEN names ", req.blocks_size(),
+                                    " blocks; 1 to ", kMaxFramesFds,
+                                    " allowed"));
+    } else {
+      // Misses of the batch are fetched in parallel, then granted in order.
+      for (const v1::BlockRef& ref : req.blocks())
+        store_->Prefetch(FromProto(ref));
+      const absl::Duration lease = std::min(
+          options_.max_lease,
+          absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
+      const absl::Time deadline = absl::Now() + options_.open_timeout;
+      for (const v1::BlockRef& ref : req.blocks()) {
+        v1::ShortCircuitGrant* g = resp.add_grants();
+        absl::StatusOr<BlockRead> r = store_->Get(
+            FromProto(ref), deadline, [this] { return stopping_.load(); });
+        if (!r.ok()) {
+          g->set_code(static_cast<int>(r.status().code()));
+          g->set_message(RedactSecrets(r.status().message()));
+          continue;
+        }
+        const Block& b = *r->block;
+        if (store_->Lease(b.key(), absl::Now() + lease)) {
+          g->set_lease_id(next_lease);
+          leases[next_lease++] = b.key();
+        }
+        g->set_lease_ms(
             static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
-        resp.set_offset(0);
-        resp.set_length(hold->length());
-        resp.set_source(std::string(BlockSourceName(r->source)));
-        pass_fd = hold->fd();
-        metrics_->served_short_circuit.Increment(
-            static_cast<double>(hold->length()));
+        g->set_offset(0);
+        g->set_length(b.length());
+        g->set_source(std::string(BlockSourceName(r->source)));
+        fds.push_back(b.fd());
+        const double n = static_cast<double>(b.length());
+        metrics_->served_short_circuit.Increment(n);
         switch (r->source) {
           case BlockSource::kRam:
-            metrics_->served_ram.Increment(static_cast<double>(hold->length()));
+            metrics_->served_ram.Increment(n);
             break;
           case BlockSource::kNvme:
-            metrics_->served_nvme.Increment(
-                static_cast<double>(hold->length()));
+            metrics_->served_nvme.Increment(n);
             break;
           case BlockSource::kUnderStore:
-            metrics_->served_under_store.Increment(
-                static_cast<double>(hold->length()));
+            metrics_->served_under_store.Increment(n);
             break;
         }
+        hold.push_back(std::move(r->block));
       }
     }
-    if (!SendFrame(conn, resp.SerializeAsString(), pass_fd).ok()) break;
+    if (!SendFrame(conn, resp.SerializeAsString(), fds).ok()) break;
   }
   for (const auto& [id, key] : leases) store_->Unlease(key);
   absl::MutexLock lock(&mu_);

@@ -4,6 +4,8 @@
 #include <grpcpp/server_builder.h>
 #include <sys/resource.h>
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -20,11 +22,38 @@ void RaiseFdLimit() {
   }
 }
 
+// Short-circuit and gRPC reads of RAM blocks are markedly faster with 2 MiB
+// shmem pages (see block.cc); say so when the node has them off.
+void CheckShmemHugePages() {
+  auto setting = [] {
+    std::FILE* f =
+        std::fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    if (f == nullptr) return std::string();
+    char buf[256] = {0};
+    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    std::string s(buf, n);
+    size_t a = s.find('['), b = s.find(']');
+    return a == std::string::npos || b == std::string::npos
+               ? std::string()
+               : s.substr(a + 1, b - a - 1);
+  }();
+  if (setting == "never" || setting == "deny") {
+    LARDER_LOG(INFO, "worker.hint")
+        .Field("shmem_enabled", setting)
+        .Field(
+            "advice",
+            "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled "
+            "speeds up block reads ~1.7x");
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     WorkerOptions options, std::unique_ptr<MountTable> mounts) {
   RaiseFdLimit();
+  CheckShmemHugePages();
   std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(mounts)));
   LARDER_ASSIGN_OR_RETURN(
       w->store_,
@@ -40,6 +69,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
   builder.RegisterService(w->service_.get());
   builder.SetMaxReceiveMessageSize(16 << 20);
   builder.SetMaxSendMessageSize(16 << 20);
+  // Block data moves in 1 MiB messages: large HTTP/2 frames cut per-frame work.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
   w->server_ = builder.BuildAndStart();
   if (!w->server_ || w->grpc_port_ == 0) {
     return absl::UnavailableError(

@@ -1,0 +1,309 @@
+// Copyright 2026 The Larder Authors.
+//
+// Warm read throughput of a worker: a 1 GiB object, fully cached in the
+// worker's RAM tier, read through gRPC over loopback and through the
+// short-circuit socket, next to the machine's ceilings measured in the same
+// run: `dd bs=4M` of a page-cached local file, and a plain TCP loopback
+// transfer. Prints a table of medians over several rounds.
+//
+//   build/bench/worker_read_bench [--object_mib=1024] [--rounds=5]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/short_circuit_client.h"
+#include "client/worker_client.h"
+#include "common/log.h"
+#include "tests/testing/process.h"
+#include "tests/testing/worker_process.h"
+#include "understore/factory.h"
+
+ABSL_FLAG(int, object_mib, 1024, "Size of the cached object, MiB.");
+ABSL_FLAG(int, rounds, 5,
+          "Rounds per configuration; the table shows the median.");
+
+namespace larder {
+namespace {
+
+constexpr uint64_t kBlock = 4 << 20;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// `dd if=FILE of=/dev/null bs=4M` of a page-cached file; GB/s from dd's own
+// byte count and a wall clock around it.
+double DdGbps(const std::string& file, uint64_t bytes) {
+  const std::string cmd =
+      absl::StrCat("dd if=", file, " of=/dev/null bs=4M 2>/dev/null");
+  const absl::Time start = absl::Now();
+  if (std::system(cmd.c_str()) != 0) return 0;
+  return bytes / absl::ToDoubleSeconds(absl::Now() - start) / 1e9;
+}
+
+// A plain TCP transfer of `bytes` over loopback on `streams` connections:
+// the sender writes from memory, the receiver reads into a 4 MiB buffer.
+double TcpGbps(uint64_t bytes, int streams) {
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::listen(lfd, streams);
+  const uint64_t per = bytes / streams;
+  std::vector<std::thread> senders;
+  for (int s = 0; s < streams; ++s) {
+    senders.emplace_back([&] {
+      int c = ::accept(lfd, nullptr, nullptr);
+      std::vector<char> buf(kBlock, 'x');
+      uint64_t sent = 0;
+      while (sent < per) {
+        ssize_t n = ::send(c, buf.data(),
+                           std::min<uint64_t>(buf.size(), per - sent), 0);
+        if (n <= 0) break;
+        sent += static_cast<uint64_t>(n);
+      }
+      ::close(c);
+    });
+  }
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> receivers;
+  for (int s = 0; s < streams; ++s) {
+    receivers.emplace_back([&] {
+      int c = ::socket(AF_INET, SOCK_STREAM, 0);
+      ::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      std::unique_ptr<char, decltype(&std::free)> buf(
+          static_cast<char*>(std::aligned_alloc(4096, kBlock)), &std::free);
+      while (::recv(c, buf.get(), kBlock, 0) > 0) {
+      }
+      ::close(c);
+    });
+  }
+  for (auto& t : receivers) t.join();
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  for (auto& t : senders) t.join();
+  ::close(lfd);
+  return per * streams / secs / 1e9;
+}
+
+// Reads every block of the object with `threads` readers; `read` fills one
+// block into a buffer. Returns GB/s.
+template <typename ReadFn>
+double ReadAll(uint64_t size, int threads, ReadFn read) {
+  const uint64_t blocks = BlockCount(size, kBlock);
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      // Page-aligned, as a loader's (pinned) buffers are: the kernel copies
+      // into misaligned buffers several times slower.
+      std::unique_ptr<char, decltype(&std::free)> buf(
+          static_cast<char*>(std::aligned_alloc(4096, kBlock)), &std::free);
+      for (uint64_t i = next++; i < blocks; i = next++) {
+        if (!read(t, i, absl::MakeSpan(buf.get(), kBlock))) failed = true;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  if (failed) {
+    std::fprintf(stderr, "a read failed\n");
+    std::exit(1);
+  }
+  return size / absl::ToDoubleSeconds(absl::Now() - start) / 1e9;
+}
+
+int Run() {
+  SetMinLogLevel(LogLevel::kWarning);
+  const uint64_t size = static_cast<uint64_t>(absl::GetFlag(FLAGS_object_mib))
+                        << 20;
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
+
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/data/object.bin";
+  {
+    std::string chunk(kBlock, '\0');
+    for (size_t i = 0; i < chunk.size(); ++i)
+      chunk[i] = static_cast<char>(i * 7 + 1);
+    std::string data;
+    data.reserve(size);
+    while (data.size() < size)
+      data.append(chunk, 0,
+                  std::min<uint64_t>(chunk.size(), size - data.size()));
+    if (!testing::WriteFile(file, data).ok()) return 1;
+  }
+  auto store = OpenUnderStore("file://" + dir.path() + "/data");
+  const std::string version = (*store)->Stat("object.bin")->version;
+
+  auto worker = testing::WorkerProcess::Start(
+      {absl::StrCat("--mount=bench=file://", dir.path(), "/data"),
+       absl::StrCat("--ram_capacity=", size + (256 << 20)),
+       "--log_level=warning"});
+  if (!worker.ok()) {
+    std::fprintf(stderr, "%s\n", worker.status().ToString().c_str());
+    return 1;
+  }
+  auto id = [&](uint64_t i) {
+    return BlockId{"bench", "object.bin", version, i, kBlock, size};
+  };
+  WorkerClient warm((*worker)->address());
+  std::vector<BlockId> all;
+  for (uint64_t i = 0; i < BlockCount(size, kBlock); ++i) all.push_back(id(i));
+  if (absl::Status st = warm.CacheBlocks(all, /*wait=*/true); !st.ok()) {
+    std::fprintf(stderr, "warm-up failed: %s\n", st.ToString().c_str());
+    return 1;
+  }
+
+  // Each round measures every configuration once, in turn, so that ratios
+  // compare figures taken under the same conditions (this VM's speed moves
+  // 2-3x over minutes); the table shows medians, the ratios are medians of
+  // per-round ratios.
+  struct Config {
+    std::string what;
+    int streams;
+    std::function<double()> run;
+    std::vector<double> gbps;
+  };
+  std::vector<Config> configs;
+  configs.push_back({"ceiling: dd bs=4M, page-cached file", 1,
+                     [&] { return DdGbps(file, size); }});
+  configs.push_back(
+      {"ceiling: plain TCP loopback", 1, [&] { return TcpGbps(size, 1); }});
+  configs.push_back(
+      {"ceiling: plain TCP loopback", 4, [&] { return TcpGbps(size, 4); }});
+  std::vector<std::unique_ptr<WorkerClient>> grpc_clients;
+  for (int streams : {1, 4}) {
+    grpc_clients.push_back(
+        std::make_unique<WorkerClient>((*worker)->address(), streams));
+    WorkerClient* client = grpc_clients.back().get();
+    configs.push_back(
+        {"larder gRPC ReadBlock (worker process)", streams,
+         [&, client, streams] {
+           return ReadAll(size, streams,
+                          [&, client](int, uint64_t i, absl::Span<char> buf) {
+                            auto n = client->ReadBlock(
+                                id(i), 0, buf.subspan(0, id(i).length()));
+                            return n.ok() && *n == id(i).length();
+                          });
+         }});
+  }
+  std::vector<std::unique_ptr<ShortCircuitClient>> sc;
+  for (int t = 0; t < 4; ++t)
+    sc.push_back(*ShortCircuitClient::Connect((*worker)->socket_path()));
+  configs.push_back(
+      {"larder short-circuit, open per block", 1, [&] {
+         return ReadAll(size, 1, [&](int t, uint64_t i, absl::Span<char> buf) {
+           auto n = sc[t]->Read(id(i), 0, buf.subspan(0, id(i).length()));
+           return n.ok() && *n == id(i).length();
+         });
+       }});
+  // A sequential reader with readahead: opens 8 blocks per exchange.
+  configs.push_back(
+      {"larder short-circuit, 8 blocks per open", 1, [&] {
+         std::unique_ptr<char, decltype(&std::free)> buf(
+             static_cast<char*>(std::aligned_alloc(4096, kBlock)), &std::free);
+         const uint64_t blocks = BlockCount(size, kBlock);
+         const absl::Time start = absl::Now();
+         for (uint64_t i = 0; i < blocks; i += 8) {
+           std::vector<BlockId> batch;
+           for (uint64_t j = i; j < std::min(blocks, i + 8); ++j)
+             batch.push_back(id(j));
+           std::vector<ShortCircuitClient::Lease> leases;
+           for (auto& lease : sc[0]->OpenBatch(batch)) {
+             if (!lease.ok() ||
+                 ::pread(lease->fd, buf.get(), lease->length, lease->offset) !=
+                     static_cast<ssize_t>(lease->length)) {
+               std::fprintf(stderr, "short-circuit read failed\n");
+               std::exit(1);
+             }
+             leases.push_back(*lease);
+           }
+           sc[0]->ReleaseBatch(leases).IgnoreError();
+         }
+         return size / absl::ToDoubleSeconds(absl::Now() - start) / 1e9;
+       }});
+  configs.push_back(
+      {"larder short-circuit, open per block", 4, [&] {
+         return ReadAll(size, 4, [&](int t, uint64_t i, absl::Span<char> buf) {
+           auto n = sc[t]->Read(id(i), 0, buf.subspan(0, id(i).length()));
+           return n.ok() && *n == id(i).length();
+         });
+       }});
+
+  for (Config& c : configs) c.run();  // Warm-up round.
+  for (int r = 0; r < rounds; ++r) {
+    for (Config& c : configs) c.gbps.push_back(c.run());
+  }
+  auto ratio = [&](int a, int b) {
+    std::vector<double> v;
+    for (int r = 0; r < rounds; ++r)
+      v.push_back(configs[a].gbps[r] / configs[b].gbps[r]);
+    return 100 * Median(v);
+  };
+
+  std::string shmem = "?";
+  if (auto s = testing::ReadFile(
+          "/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+      s.ok()) {
+    shmem = std::string(absl::StripAsciiWhitespace(*s));
+  }
+  std::printf(
+      "Warm reads of a %llu MiB object cached in a worker's RAM tier; %d "
+      "interleaved rounds, GB/s.\n",
+      static_cast<unsigned long long>(size >> 20), rounds);
+  std::printf("shmem_enabled: %s\n", shmem.c_str());
+  std::printf("%-44s %8s %8s %8s %8s\n", "path", "streams", "median", "min",
+              "max");
+  for (const Config& c : configs) {
+    std::printf("%-44s %8d %8.2f %8.2f %8.2f\n", c.what.c_str(), c.streams,
+                Median(c.gbps), *std::min_element(c.gbps.begin(), c.gbps.end()),
+                *std::max_element(c.gbps.begin(), c.gbps.end()));
+  }
+  std::printf("\nratios (median of per-round ratios):\n");
+  std::printf(
+      "  gRPC, 1 stream  / TCP, 1 stream          = %5.0f%%   (target >= "
+      "60%%)\n",
+      ratio(3, 1));
+  std::printf("  gRPC, 4 streams / TCP, 4 streams         = %5.0f%%\n",
+              ratio(4, 2));
+  std::printf("  short-circuit, open per block / dd       = %5.0f%%\n",
+              ratio(5, 0));
+  std::printf(
+      "  short-circuit, 8 blocks per open / dd    = %5.0f%%   (target >= "
+      "70%%)\n",
+      ratio(6, 0));
+  std::printf("  short-circuit, 4 threads / dd            = %5.0f%%\n",
+              ratio(7, 0));
+  return 0;
+}
+
+}  // namespace
+}  // namespace larder
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return larder::Run();
+}
