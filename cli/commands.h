@@ -31,6 +31,13 @@ absl::Status RunStore(const std::vector<std::string>& args);
 extern const Command kStoreCommand;
 // `larder worker ...`: a cache worker.
 extern const Command kWorkerCommand;
+// Cluster commands (cluster_commands.cc).
+extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
+    kStatCommand, kCatCommand, kLoadCommand, kInvalidateCommand, kStatsCommand,
+    kRingCommand;
+
+// The master address: --master, else $LARDER_MASTER, else "" (standalone).
+std::string MasterAddress();
 
 // Exit code for a status: 0 OK, 2 usage (InvalidArgument), 3 NotFound,
 // 4 PermissionDenied/Unauthenticated, 5 Unavailable/DeadlineExceeded,

@@ -16,7 +16,10 @@
 namespace larder::cli {
 namespace {
 
-const Command* const kCommands[] = {&kStoreCommand, &kWorkerCommand};
+const Command* const kCommands[] = {
+    &kMasterCommand,     &kWorkerCommand, &kMountCommand, &kUnmountCommand,
+    &kLsCommand,         &kStatCommand,   &kCatCommand,   &kLoadCommand,
+    &kInvalidateCommand, &kStatsCommand,  &kRingCommand,  &kStoreCommand};
 
 void PrintTopUsage() {
   std::fprintf(stderr, "usage: larder COMMAND [ARGS] [--flags]\n\ncommands:\n");

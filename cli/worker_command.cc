@@ -46,19 +46,29 @@ ABSL_FLAG(std::string, block_size, "4MiB",
 ABSL_FLAG(int, fetch_threads, 16,
           "worker: blocks fetched from under-stores at once.");
 
+ABSL_FLAG(std::string, worker_id, "",
+          "worker: id in the cluster (default: <node>:<grpc port>).");
+ABSL_FLAG(std::string, node, "",
+          "worker: node name; clients on the same node use short-circuit "
+          "(default: host name).");
+ABSL_FLAG(std::string, advertise, "",
+          "worker: address clients use to reach it (default: --listen with the "
+          "bound port).");
+
 namespace larder::cli {
 namespace {
 
 constexpr absl::string_view kUsage = R"(larder worker: run a cache worker.
 
-  larder worker --mount=NAME=URI[,NAME=URI...] [--listen=127.0.0.1:7070]
+  larder worker [--master=HOST:PORT] [--mount=NAME=URI[,NAME=URI...]] [--listen=127.0.0.1:7070]
                 [--short_circuit_socket=/run/larder/worker.sock] [--metrics_listen=127.0.0.1:7071]
                 [--ram_capacity=1GiB] [--ram_eviction=lru|none]
                 [--nvme=DIR:SIZE[,DIR:SIZE...]] [--nvme_reserve=1GiB] [--nvme_eviction=lru|none]
                 [--pin=PREFIX,...] [--ttl=PREFIX=DURATION,...] [--block_size=4MiB]
 
 Serves cached blocks over gRPC (WorkerData) and, with --short_circuit_socket, to local
-clients by file descriptor. Under-store credentials come from the environment
+clients by file descriptor. With --master (or LARDER_MASTER), it joins the cluster: registers,
+heartbeats, reports its blocks and takes its mount table from the master. Under-store credentials come from the environment
 (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials). SIGTERM or SIGINT stops it
 gracefully: in-flight reads finish and the NVMe index stays consistent.
 )";
@@ -77,6 +87,11 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
       o.store.rules,
       CacheRules::Parse(absl::GetFlag(FLAGS_pin), absl::GetFlag(FLAGS_ttl)));
   o.store.fetch_threads = absl::GetFlag(FLAGS_fetch_threads);
+  o.master = MasterAddress();
+  o.id = absl::GetFlag(FLAGS_worker_id);
+  o.node = absl::GetFlag(FLAGS_node);
+  o.advertise = absl::GetFlag(FLAGS_advertise);
+  o.store_options.http = HttpOptionsFromFlags();
   const std::vector<std::string> nvme = absl::GetFlag(FLAGS_nvme);
   if (!nvme.empty()) {
     NvmeOptions n;

@@ -36,6 +36,12 @@ WorkerClient::WorkerClient(const std::string& address, int connections)
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(16 << 20);
     args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
+    // Block data arrives in 1 MiB messages: read the socket in chunks of
+    // that size from the start instead of growing from 8 KiB (measured: +8
+    // to +13 points of the loopback TCP ceiling for one stream).
+    args.SetInt(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1 << 20);
+    args.SetInt(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 1 << 20);
+    args.SetInt(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 4 << 20);
     // Distinct arguments keep gRPC from sharing one connection between them.
     args.SetInt("larder.connection_index", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

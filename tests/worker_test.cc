@@ -4,12 +4,16 @@
 // through short-circuit, restart warmth after kill -9, corruption on disk, a
 // full NVMe directory, single-flight across RPCs, graceful SIGTERM.
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
@@ -259,6 +263,37 @@ TEST_F(WorkerTest, FullNvmeDirectoryDegradesToRamOnly) {
   ASSERT_EQ(stats->tiers_size(), 2);
   EXPECT_TRUE(stats->tiers(1).degraded());
   EXPECT_EQ(stats->tiers(1).blocks(), 0u);
+}
+
+TEST_F(WorkerTest, RealEnospcOnTheNvmeDirectoryDegradesToRamOnly) {
+  // A 6 MiB tmpfs that the worker believes holds 1 GiB: the second block
+  // file hits ENOSPC for real.
+  testing::TempDir small;
+  if (::mount("tmpfs", small.path().c_str(), "tmpfs", 0, "size=6m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs (needs root): "
+                 << std::strerror(errno);
+  }
+  // Declared before the worker: runs after the worker is gone, even on failure.
+  absl::Cleanup unmount = [&] { ::umount2(small.path().c_str(), MNT_DETACH); };
+  auto worker = StartWorker({absl::StrCat("--nvme=", small.path(), ":1GiB")});
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address());
+  EXPECT_TRUE(ReadAllGrpc(client) == data_);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return *worker->Metric("larder_worker_nvme_write_failures_total") >= 1;
+      },
+      absl::Seconds(10)));
+  std::vector<std::string> sources;
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) ==
+              data_);  // Still served, from RAM.
+  EXPECT_THAT(sources, ::testing::Each("ram"));
+  auto stats = client.GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_TRUE(stats->tiers(1).degraded());
+  // No temp file is left behind on the full file system.
+  EXPECT_TRUE(std::filesystem::is_empty(small.path() + "/tmp"));
+  worker.reset();
 }
 
 TEST_F(WorkerTest, ErrorsAreNamed) {

@@ -11,6 +11,9 @@
 #include "common/status_macros.h"
 
 namespace larder {
+namespace {
+constexpr size_t kMaxJournal = 1 << 20;
+}  // namespace
 
 absl::string_view BlockSourceName(BlockSource source) {
   switch (source) {
@@ -99,12 +102,12 @@ std::shared_ptr<BlockStore::Flight> BlockStore::Join(const BlockId& id,
 
 absl::StatusOr<BlockRead> BlockStore::Get(
     const BlockId& id, absl::Time deadline,
-    const std::function<bool()>& cancelled) {
+    const std::function<bool()>& cancelled, bool count_hit) {
   LARDER_RETURN_IF_ERROR(id.Validate());
   {
     absl::MutexLock lock(&mu_);
     if (std::shared_ptr<const Block> b = LookupRam(id.Key())) {
-      metrics_->hits_ram.Increment();
+      if (count_hit) metrics_->hits_ram.Increment();
       return BlockRead{std::move(b), BlockSource::kRam};
     }
   }
@@ -191,6 +194,10 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
     return b.status();
   }
   metrics_->under_store_bytes.Increment(static_cast<double>((*b)->length()));
+  {
+    absl::MutexLock lock(&mu_);
+    if (journal_added_.size() < kMaxJournal) journal_added_.push_back(id.Key());
+  }
   AdmitRam(*b);
   if (nvme_) QueueNvmeWrite(*b);
   return BlockRead{*std::move(b), BlockSource::kUnderStore};
@@ -262,10 +269,17 @@ void BlockStore::AdmitRam(const std::shared_ptr<const Block>& block) {
     LARDER_LOG(DEBUG, "ram.not_admitted")
         .Field("block", block->id().DebugString());
   }
-  // A block leaving RAM that NVMe does not hold yet is written there now.
+  // A block leaving RAM that NVMe does not hold yet is written there now;
+  // without NVMe it is gone.
   if (nvme_) {
     for (auto& b : evicted) {
       if (!nvme_->Contains(b->key())) QueueNvmeWrite(std::move(b));
+    }
+  } else if (!evicted.empty()) {
+    absl::MutexLock lock(&mu_);
+    for (const auto& b : evicted) {
+      if (journal_removed_.size() < kMaxJournal)
+        journal_removed_.push_back(b->key());
     }
   }
 }
@@ -314,7 +328,11 @@ size_t BlockStore::Evict(const std::vector<BlockId>& ids) {
     absl::MutexLock lock(&mu_);
     for (const BlockId& id : ids) {
       keys.push_back(id.Key());
-      if (ram_.Erase(keys.back())) ++n;
+      if (ram_.Erase(keys.back())) {
+        ++n;
+        if (journal_removed_.size() < kMaxJournal)
+          journal_removed_.push_back(keys.back());
+      }
     }
   }
   if (nvme_) n += nvme_->Erase(keys);
@@ -325,12 +343,16 @@ size_t BlockStore::EvictPrefix(absl::string_view prefix) {
   size_t n;
   {
     absl::MutexLock lock(&mu_);
-    n = ram_.EraseIf(
-                [&](const BlockKey&, const std::shared_ptr<const Block>& b) {
-                  return absl::StartsWith(
-                      absl::StrCat(b->id().mount, "/", b->id().path), prefix);
-                })
-            .size();
+    std::vector<std::shared_ptr<const Block>> gone = ram_.EraseIf(
+        [&](const BlockKey&, const std::shared_ptr<const Block>& b) {
+          return absl::StartsWith(
+              absl::StrCat(b->id().mount, "/", b->id().path), prefix);
+        });
+    n = gone.size();
+    for (const auto& b : gone) {
+      if (journal_removed_.size() < kMaxJournal)
+        journal_removed_.push_back(b->key());
+    }
   }
   if (nvme_) n += nvme_->ErasePrefix(prefix);
   return n;
@@ -353,13 +375,53 @@ BlockStore::Stats BlockStore::GetStats() {
   return s;
 }
 
+std::vector<BlockKey> BlockStore::CachedKeys() {
+  std::vector<BlockKey> keys;
+  {
+    absl::MutexLock lock(&mu_);
+    ram_.ForEach([&](const BlockKey& k, const auto&) { keys.push_back(k); });
+  }
+  if (nvme_) {
+    std::vector<BlockKey> more = nvme_->Keys();
+    keys.insert(keys.end(), more.begin(), more.end());
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  return keys;
+}
+
+void BlockStore::DrainJournal(std::vector<BlockKey>* added,
+                              std::vector<BlockKey>* removed) {
+  std::vector<BlockKey> nvme_removed =
+      nvme_ ? nvme_->TakeRemoved() : std::vector<BlockKey>();
+  absl::MutexLock lock(&mu_);
+  // A block that left NVMe but is still in RAM is still held here.
+  for (const BlockKey& k : nvme_removed) {
+    if (!ram_.Contains(k) && journal_removed_.size() < kMaxJournal)
+      journal_removed_.push_back(k);
+  }
+  if (added != nullptr) added->swap(journal_added_);
+  if (removed != nullptr) removed->swap(journal_removed_);
+  journal_added_.clear();
+  journal_removed_.clear();
+}
+
 void BlockStore::UpdateGauges() {
   Stats s = GetStats();
   metrics_->ram_used.Set(static_cast<double>(s.ram_used));
-  uint64_t used = 0, cap = 0;
+  uint64_t used = 0, cap = 0, evictions = 0;
   for (const auto& d : s.nvme.dirs) {
     used += d.used;
     cap += d.capacity;
+    evictions += d.evictions;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (evictions > nvme_evictions_reported_) {
+      metrics_->evictions_nvme.Increment(
+          static_cast<double>(evictions - nvme_evictions_reported_));
+      nvme_evictions_reported_ = evictions;
+    }
   }
   metrics_->nvme_used.Set(static_cast<double>(used));
   metrics_->nvme_capacity.Set(static_cast<double>(cap));

@@ -93,9 +93,10 @@ class BlockStore {
   // mount's), NotFound (unknown mount, object gone), FailedPrecondition (the
   // object changed: its version is not the requested one), DeadlineExceeded,
   // Cancelled, and the under-store's errors (Unavailable, PermissionDenied...).
+  // `count_hit` = false for prefetch waits, which serve no reader.
   absl::StatusOr<BlockRead> Get(
       const BlockId& id, absl::Time deadline = absl::InfiniteFuture(),
-      const std::function<bool()>& cancelled = nullptr);
+      const std::function<bool()>& cancelled = nullptr, bool count_hit = true);
 
   // The block if it is in RAM right now (counted as a hit), else nullptr.
   // Never blocks on I/O: RPC threads use it before handing a miss to Get.
@@ -114,6 +115,14 @@ class BlockStore {
   size_t EvictPrefix(absl::string_view mount_path_prefix);
 
   Stats GetStats();
+
+  // Every block held in RAM or on NVMe (a full report for the master).
+  std::vector<BlockKey> CachedKeys();
+  // Blocks that entered / left the store since the last call (either may be
+  // null: those events are dropped). For the master's placement index.
+  void DrainJournal(std::vector<BlockKey>* added,
+                    std::vector<BlockKey>* removed);
+
   // Refreshes the capacity gauges of the metrics.
   void UpdateGauges();
 
@@ -152,6 +161,12 @@ class BlockStore {
       ABSL_GUARDED_BY(mu_);
   size_t pending_nvme_writes_ ABSL_GUARDED_BY(mu_) = 0;
   int leases_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t nvme_evictions_reported_ ABSL_GUARDED_BY(mu_) =
+      0;  // Already in the counter.
+  // Placement journal, drained by the master link; bounded (beyond the bound
+  // the oldest events are dropped: the next full report corrects the index).
+  std::vector<BlockKey> journal_added_ ABSL_GUARDED_BY(mu_);
+  std::vector<BlockKey> journal_removed_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 
   // Declared last: destroyed first, so no task outlives the state above.

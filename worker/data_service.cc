@@ -187,8 +187,10 @@ grpc::ServerUnaryReactor* DataService::CacheBlocks(
   executor_->Schedule([this, reactor, request, response, deadline, context] {
     for (const v1::BlockRef& ref : request->blocks()) {
       absl::Status st = store_
-                            ->Get(FromProto(ref), deadline,
-                                  [context] { return context->IsCancelled(); })
+                            ->Get(
+                                FromProto(ref), deadline,
+                                [context] { return context->IsCancelled(); },
+                                /*count_hit=*/false)
                             .status();
       v1::BlockResult* r = response->add_results();
       *r->mutable_block() = ref;

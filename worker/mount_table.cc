@@ -11,19 +11,8 @@ namespace larder {
 absl::Status MountTable::Add(const std::string& name,
                              std::shared_ptr<UnderStore> store,
                              uint64_t block_size) {
-  if (name.empty() || name.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad mount name '", name, "' (non-empty, no '/')"));
-  }
-  if (block_size < 4096 || block_size > (1ull << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad block size ",
-                                                   block_size, " for mount '",
-                                                   name, "' (4 KiB to 1 GiB)"));
-  }
-  absl::MutexLock lock(&mu_);
   std::string uri = store->DebugString();
-  mounts_[name] = Mount{name, std::move(uri), block_size, std::move(store)};
-  return absl::OkStatus();
+  return AddOpened(name, std::move(uri), std::move(store), block_size);
 }
 
 absl::Status MountTable::Add(const std::string& name, const std::string& uri,
@@ -31,10 +20,31 @@ absl::Status MountTable::Add(const std::string& name, const std::string& uri,
                              const UnderStoreOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<UnderStore> store,
                           OpenUnderStore(uri, options));
-  return Add(name, std::shared_ptr<UnderStore>(std::move(store)), block_size);
+  return AddOpened(name, uri, std::shared_ptr<UnderStore>(std::move(store)),
+                   block_size);
 }
 
-absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {
+absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
+                                   std::shared_ptr<UnderStore> store,
+                                   uint64_t block_size) {
+  // A flag-defined mount has a plain name; a master-defined one is a cluster
+  // path ("/datasets/imagenet").
+  if (name.empty() || (name.find('/') != std::string::npos && name[0] != '/')) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad mount name '", name,
+                     "' (a plain name, or a cluster path starting with '/')"));
+  }
+  if (block_size < 4096 || block_size > (1ull << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad block size ",
+                                                   block_size, " for mount '",
+                                                   name, "' (4 KiB to 1 GiB)"));
+  }
+  absl::MutexLock lock(&mu_);
+  mounts_[name] = Mount{name, std::move(uri), block_size, std::move(store)};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Mount> MountTable::Find(absl::string_view name) const {
   absl::MutexLock lock(&mu_);
   auto it = mounts_.find(name);
   if (it == mounts_.end())
@@ -42,11 +52,43 @@ absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {
   return it->second;
 }
 
+absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {
+  absl::StatusOr<Mount> m = Find(name);
+  if (m.ok() || name.empty() || name[0] != '/') return m;
+  std::function<void()> hook;
+  {
+    absl::MutexLock lock(&mu_);
+    hook = miss_hook_;
+  }
+  if (!hook) return m;
+  hook();
+  return Find(name);
+}
+
+void MountTable::SetMissHook(std::function<void()> hook) {
+  absl::MutexLock lock(&mu_);
+  miss_hook_ = std::move(hook);
+}
+
 std::vector<Mount> MountTable::List() const {
   absl::MutexLock lock(&mu_);
   std::vector<Mount> out;
   for (const auto& [k, v] : mounts_) out.push_back(v);
   return out;
+}
+
+void MountTable::RetainOnly(const v1::MountTable& table) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = mounts_.begin(); it != mounts_.end();) {
+    bool keep = it->first[0] != '/';
+    for (const v1::MountEntry& m : table.mounts())
+      keep = keep || m.path() == it->first;
+    if (keep) {
+      ++it;
+    } else {
+      mounts_.erase(it++);
+    }
+  }
 }
 
 absl::Status MountTable::AddFromFlags(const std::vector<std::string>& entries,

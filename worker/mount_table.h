@@ -10,6 +10,7 @@
 #ifndef LARDER_WORKER_MOUNT_TABLE_H_
 #define LARDER_WORKER_MOUNT_TABLE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "proto/master.pb.h"
 #include "understore/options.h"
 #include "understore/under_store.h"
 
@@ -25,7 +27,7 @@ namespace larder {
 
 struct Mount {
   std::string name;
-  std::string uri;
+  std::string uri;  // As given (for the master's mounts: as in its table).
   uint64_t block_size = 0;
   std::shared_ptr<UnderStore> store;
 };
@@ -40,9 +42,22 @@ class MountTable {
   absl::Status Add(const std::string& name, std::shared_ptr<UnderStore> store,
                    uint64_t block_size);
 
-  // Errors: NotFound (unknown mount).
+  // Errors: NotFound (unknown mount). A miss on a cluster path ("/...") first
+  // calls the miss hook (the master link: it pulls the master's table at
+  // once, so a mount added a moment ago is served without waiting for the
+  // next heartbeat), then looks again.
   absl::StatusOr<Mount> Get(absl::string_view name) const;
+
+  // Get without the miss hook (for the hook's own caller).
+  absl::StatusOr<Mount> Find(absl::string_view name) const;
+
+  // Installs the miss hook; it must be callable from any thread.
+  void SetMissHook(std::function<void()> hook);
   std::vector<Mount> List() const;
+
+  // Removes the mounts named by cluster paths ("/...") that `table` (the
+  // master's) no longer has. Mounts from --mount flags stay.
+  void RetainOnly(const v1::MountTable& table);
 
   // Parses "--mount NAME=URI" entries and adds them.
   absl::Status AddFromFlags(const std::vector<std::string>& entries,
@@ -50,8 +65,13 @@ class MountTable {
                             const UnderStoreOptions& options);
 
  private:
+  absl::Status AddOpened(const std::string& name, std::string uri,
+                         std::shared_ptr<UnderStore> store,
+                         uint64_t block_size);
+
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> miss_hook_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace larder

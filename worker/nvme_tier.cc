@@ -304,6 +304,7 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(const BlockId& id) {
     if (dirs_[it->second]->index.Find(key, absl::Now()) ==
         nullptr) {  // Past its TTL.
       where_.erase(it);
+      removed_.push_back(key);
       expired = true;
     }
   }
@@ -317,6 +318,7 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(const BlockId& id) {
       if (auto it = where_.find(key); it != where_.end()) {
         dirs_[it->second]->index.Erase(key);
         where_.erase(it);
+        removed_.push_back(key);
       }
     }
     ::unlink(path.c_str());
@@ -406,7 +408,10 @@ absl::Status NvmeTier::Write(const Block& block) {
     }
     next_dir_ = (dir + 1) % n;
     where_[key] = dir;
-    for (const FileInfo& v : evicted) where_.erase(v.id.Key());
+    for (const FileInfo& v : evicted) {
+      where_.erase(v.id.Key());
+      removed_.push_back(v.id.Key());
+    }
     path = BlockPath(dir, key);
     tmp = absl::StrCat(dirs_[dir]->path, "/tmp/", key.ToHex(), ".",
                        absl::Uniform<uint32_t>(absl::BitGen()), ".tmp");
@@ -463,6 +468,7 @@ size_t NvmeTier::Erase(const std::vector<BlockKey>& keys) {
       if (auto v = dirs_[it->second]->index.Erase(k))
         victims.push_back(std::move(*v));
       where_.erase(it);
+      removed_.push_back(k);
     }
   }
   DeleteFiles(victims);
@@ -481,12 +487,28 @@ size_t NvmeTier::ErasePrefix(absl::string_view prefix) {
           });
       for (FileInfo& f : v) {
         where_.erase(f.id.Key());
+        removed_.push_back(f.id.Key());
         victims.push_back(std::move(f));
       }
     }
   }
   DeleteFiles(victims);
   return victims.size();
+}
+
+std::vector<BlockKey> NvmeTier::Keys() {
+  absl::MutexLock lock(&mu_);
+  std::vector<BlockKey> out;
+  out.reserve(where_.size());
+  for (const auto& [k, d] : where_) out.push_back(k);
+  return out;
+}
+
+std::vector<BlockKey> NvmeTier::TakeRemoved() {
+  absl::MutexLock lock(&mu_);
+  std::vector<BlockKey> out;
+  out.swap(removed_);
+  return out;
 }
 
 NvmeTier::Stats NvmeTier::GetStats() {

@@ -105,6 +105,12 @@ class NvmeTier {
 
   Stats GetStats();
 
+  // Every key in the tier.
+  std::vector<BlockKey> Keys();
+  // Keys that left the tier (evicted, erased, dropped as corrupt) since the
+  // last call, for the master's placement index.
+  std::vector<BlockKey> TakeRemoved();
+
  private:
   struct FileInfo {
     int dir = 0;
@@ -134,6 +140,7 @@ class NvmeTier {
   // Which directory holds a key (a key lives in at most one).
   absl::flat_hash_map<BlockKey, int> where_ ABSL_GUARDED_BY(mu_);
   int next_dir_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<BlockKey> removed_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> checksum_failures_{0};
   std::atomic<uint64_t> write_failures_{0};
   uint64_t rebuilt_ = 0;

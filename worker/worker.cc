@@ -3,6 +3,7 @@
 
 #include <grpcpp/server_builder.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -90,6 +91,34 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     ops.before_scrape = [store] { store->UpdateGauges(); };
     LARDER_ASSIGN_OR_RETURN(w->ops_, OpsServer::Start(std::move(ops)));
   }
+  if (!w->options_.master.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    const std::string node = w->options_.node.empty() ? host : w->options_.node;
+    std::string advertise = w->options_.advertise;
+    if (advertise.empty()) {
+      advertise = absl::StrCat(
+          w->options_.listen.substr(0, w->options_.listen.rfind(':')), ":",
+          w->grpc_port_);
+    }
+    MasterLink::Options link;
+    link.master = w->options_.master;
+    link.self.set_id(w->options_.id.empty()
+                         ? absl::StrCat(node, ":", w->grpc_port_)
+                         : w->options_.id);
+    link.self.set_address(advertise);
+    link.self.set_short_circuit_socket(w->options_.short_circuit_socket);
+    link.self.set_node(node);
+    uint64_t capacity = w->options_.store.ram_capacity_bytes;
+    if (w->options_.store.nvme) {
+      for (const auto& d : w->options_.store.nvme->dirs)
+        capacity += d.capacity_bytes;
+    }
+    link.self.set_capacity_bytes(capacity);
+    link.store_options = w->options_.store_options;
+    w->master_link_ = std::make_unique<MasterLink>(
+        std::move(link), w->store_.get(), w->mounts_.get());
+  }
   LARDER_LOG(INFO, "worker.started")
       .Field("grpc", absl::StrCat(w->options_.listen.substr(
                                       0, w->options_.listen.rfind(':')),
@@ -107,6 +136,8 @@ void Worker::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   LARDER_LOG(INFO, "worker.stopping");
+  master_link_.reset();  // Stop heartbeating first: the master drops us after
+                         // its timeout.
   if (server_)
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoSeconds(options_.shutdown_grace));

@@ -23,6 +23,7 @@
 #include "common/thread_pool.h"
 #include "worker/block_store.h"
 #include "worker/data_service.h"
+#include "worker/master_link.h"
 #include "worker/metrics.h"
 #include "worker/mount_table.h"
 #include "worker/short_circuit.h"
@@ -41,6 +42,15 @@ struct WorkerOptions {
   int rpc_threads = 64;
   // How long in-flight RPCs may run on after a shutdown request. Default 30 s.
   absl::Duration shutdown_grace = absl::Seconds(30);
+  // The master (host:port); empty = standalone (mounts from flags only).
+  std::string master;
+  // Identity in the cluster. Defaults: id = "<node>:<grpc port>", node = host
+  // name, advertise = the listen address with the bound port.
+  std::string id;
+  std::string node;
+  std::string advertise;
+  // Options for under-stores of mounts received from the master.
+  UnderStoreOptions store_options;
 };
 
 class Worker {
@@ -56,6 +66,8 @@ class Worker {
   MountTable& mounts() { return *mounts_; }
   BlockStore& store() { return *store_; }
   WorkerMetrics& metrics() { return metrics_; }
+  // Null when standalone.
+  const MasterLink* master_link() const { return master_link_.get(); }
 
   // Graceful; idempotent.
   void Shutdown();
@@ -73,6 +85,7 @@ class Worker {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ShortCircuitServer> short_circuit_;
   std::unique_ptr<OpsServer> ops_;
+  std::unique_ptr<MasterLink> master_link_;
   int grpc_port_ = 0;
   bool shut_down_ = false;
 };

@@ -1,0 +1,457 @@
+// Copyright 2026 The Larder Authors.
+//
+// The cluster subcommands of `larder`: master, mount, unmount, ls, stat, cat,
+// load, invalidate, stats, ring.
+#include <grpcpp/create_channel.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "cli/commands.h"
+#include "common/flags.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/ring.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+#include "larder/client.h"
+#include "master/master.h"
+#include "proto/master.grpc.pb.h"
+
+ABSL_DECLARE_FLAG(bool,
+                  recursive);  // store_command.cc: also used by `larder ls`.
+
+ABSL_FLAG(
+    std::string, master, "",
+    "Master address host:port (default: $LARDER_MASTER, else 127.0.0.1:7060).");
+ABSL_FLAG(std::string, state_dir, "/var/lib/larder/master",
+          "master: directory of the persisted mount table.");
+ABSL_FLAG(std::string, master_listen, "127.0.0.1:7060",
+          "master: gRPC address.");
+ABSL_FLAG(std::string, master_metrics_listen, "127.0.0.1:7061",
+          "master: /metrics and /healthz (empty = off).");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
+          "master: a silent worker leaves the ring after this.");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+          "master: how often workers heartbeat.");
+ABSL_FLAG(std::string, mount_block_size, "4MiB",
+          "mount: block size of the new mount.");
+ABSL_FLAG(absl::Duration, metadata_ttl, absl::Seconds(60),
+          "mount: how long stat/list results are cached.");
+ABSL_FLAG(bool, read_only, true,
+          "mount: the mount is read-only (writes arrive later).");
+ABSL_FLAG(std::string, credentials, "",
+          "mount: credentials reference, e.g. profile:prod (never a secret).");
+ABSL_FLAG(bool, wait, true,
+          "load: wait and show progress (false: print the job id and return).");
+
+namespace larder::cli {
+
+std::string MasterAddress() {
+  std::string m = absl::GetFlag(FLAGS_master);
+  if (m.empty()) {
+    const char* env = std::getenv("LARDER_MASTER");
+    m = env != nullptr && *env ? env : "";
+  }
+  return m;
+}
+
+namespace {
+
+std::string MasterOrDefault() {
+  std::string m = MasterAddress();
+  return m.empty() ? "127.0.0.1:7060" : m;
+}
+
+std::unique_ptr<v1::Master::Stub> Stub() {
+  return v1::Master::NewStub(grpc::CreateChannel(
+      MasterOrDefault(), grpc::InsecureChannelCredentials()));
+}
+
+void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(d));
+}
+
+absl::Status Rpc(const grpc::Status& s) {
+  absl::Status st = FromGrpcStatus(s);
+  if (st.code() == absl::StatusCode::kUnavailable ||
+      st.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach the Larder master at ", MasterOrDefault(),
+        " (is `larder master` running? set --master or LARDER_MASTER)"));
+  }
+  return st;
+}
+
+absl::Status WantArgs(const std::vector<std::string>& args, size_t n,
+                      absl::string_view usage) {
+  if (args.size() != n)
+    return absl::InvalidArgumentError(absl::StrCat("usage: ", usage));
+  return absl::OkStatus();
+}
+
+std::string FormatTime(int64_t unix_ns) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixNanos(unix_ns),
+                          absl::LocalTimeZone());
+}
+
+// --- master ---------------------------------------------------------------
+
+absl::Status RunMaster(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(
+      args, 0, "larder master [--master_listen=...] [--state_dir=...]"));
+  MasterOptions o;
+  o.listen = absl::GetFlag(FLAGS_master_listen);
+  o.state_dir = absl::GetFlag(FLAGS_state_dir);
+  o.ops_listen = absl::GetFlag(FLAGS_master_metrics_listen);
+  o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  o.store.http = HttpOptionsFromFlags();
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Master> master,
+                          Master::Start(std::move(o)));
+  std::printf("larder master: gRPC port %d, metrics port %d\n", master->port(),
+              master->ops_port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  master->Shutdown();
+  return absl::OkStatus();
+}
+
+// --- mount / unmount ------------------------------------------------------
+
+void PrintMounts(const v1::MountTable& t) {
+  std::printf("%-32s %-10s %-8s %s\n", "PATH", "BLOCK", "TTL", "URI");
+  for (const auto& m : t.mounts()) {
+    std::printf(
+        "%-32s %-10s %-8s %s%s\n", m.path().c_str(),
+        FormatBytes(m.block_size()).c_str(),
+        absl::FormatDuration(absl::Milliseconds(m.metadata_ttl_ms())).c_str(),
+        m.uri().c_str(),
+        m.credentials().empty()
+            ? ""
+            : absl::StrCat("  (credentials ", m.credentials(), ")").c_str());
+  }
+}
+
+absl::Status RunMount(const std::vector<std::string>& args) {
+  auto stub = Stub();
+  if (args.empty()) {  // List.
+    v1::MountTable t;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(10));
+    LARDER_RETURN_IF_ERROR(
+        Rpc(stub->GetMounts(&ctx, v1::GetMountsRequest(), &t)));
+    PrintMounts(t);
+    return absl::OkStatus();
+  }
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 2, "larder mount [PATH URI]"));
+  v1::AddMountRequest req;
+  req.mutable_mount()->set_path(args[0]);
+  req.mutable_mount()->set_uri(args[1]);
+  LARDER_ASSIGN_OR_RETURN(uint64_t bs,
+                          ParseBytes(absl::GetFlag(FLAGS_mount_block_size)));
+  req.mutable_mount()->set_block_size(bs);
+  req.mutable_mount()->set_metadata_ttl_ms(static_cast<uint64_t>(
+      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_metadata_ttl))));
+  req.mutable_mount()->set_read_only(absl::GetFlag(FLAGS_read_only));
+  req.mutable_mount()->set_credentials(absl::GetFlag(FLAGS_credentials));
+  v1::MountTable t;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(30));
+  LARDER_RETURN_IF_ERROR(Rpc(stub->AddMount(&ctx, req, &t)));
+  PrintMounts(t);
+  return absl::OkStatus();
+}
+
+absl::Status RunUnmount(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder unmount PATH"));
+  v1::RemoveMountRequest req;
+  req.set_path(args[0]);
+  v1::MountTable t;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(10));
+  LARDER_RETURN_IF_ERROR(Rpc(Stub()->RemoveMount(&ctx, req, &t)));
+  PrintMounts(t);
+  return absl::OkStatus();
+}
+
+// --- ls / stat / cat --------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient() {
+  ClientOptions o;
+  o.master = MasterOrDefault();
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(o);
+  if (!c.ok() && c.status().code() == absl::StatusCode::kUnavailable)
+    return Rpc(grpc::Status(grpc::UNAVAILABLE, ""));
+  return c;
+}
+
+absl::Status RunLs(const std::vector<std::string>& args) {
+  if (args.size() > 1)
+    return absl::InvalidArgumentError("usage: larder ls [PATH] [--recursive]");
+  LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
+  const std::string path = args.empty() ? "/" : args[0];
+  std::string token;
+  do {
+    LARDER_ASSIGN_OR_RETURN(
+        ListResult page,
+        client->List(path, token, 1000, absl::GetFlag(FLAGS_recursive)));
+    for (const FileInfo& e : page.entries) {
+      if (e.is_dir) {
+        std::printf("%12s  %-19s  %s/\n", "DIR", "", e.path.c_str());
+      } else {
+        std::printf("%12llu  %s  %s\n", static_cast<unsigned long long>(e.size),
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S", e.mtime,
+                                     absl::LocalTimeZone())
+                        .c_str(),
+                    e.path.c_str());
+      }
+    }
+    token = page.next_page_token;
+  } while (!token.empty());
+  return absl::OkStatus();
+}
+
+absl::Status RunStat(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder stat PATH"));
+  v1::StatRequest req;
+  req.set_path(args[0]);
+  v1::StatResponse r;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(30));
+  LARDER_RETURN_IF_ERROR(Rpc(Stub()->Stat(&ctx, req, &r)));
+  std::printf(
+      "path:       %s\ntype:       %s\nsize:       %llu\nversion:    "
+      "%s\nmtime:      %s\nmount:      %s\n"
+      "block size: %s\nblocks:     %llu\n",
+      r.info().path().c_str(), r.info().is_dir() ? "directory" : "file",
+      static_cast<unsigned long long>(r.info().size()),
+      r.info().version().c_str(), FormatTime(r.info().mtime_ns()).c_str(),
+      r.mount().c_str(), FormatBytes(r.block_size()).c_str(),
+      static_cast<unsigned long long>(
+          BlockCount(r.info().size(), std::max<uint64_t>(1, r.block_size()))));
+  return absl::OkStatus();
+}
+
+absl::Status RunCat(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder cat PATH"));
+  LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
+  LARDER_ASSIGN_OR_RETURN(auto file, client->Open(args[0]));
+  std::vector<char> buf(8 << 20);
+  for (uint64_t off = 0; off < file->info().size;) {
+    LARDER_ASSIGN_OR_RETURN(size_t n, file->Read(off, absl::MakeSpan(buf)));
+    if (n == 0) break;
+    for (size_t done = 0; done < n;) {
+      ssize_t w = ::write(STDOUT_FILENO, buf.data() + done, n - done);
+      if (w <= 0) return absl::InternalError("write to stdout failed");
+      done += static_cast<size_t>(w);
+    }
+    off += n;
+  }
+  return absl::OkStatus();
+}
+
+// --- load / invalidate ------------------------------------------------------
+
+void PrintProgress(const v1::LoadStatus& s, bool final) {
+  const double total =
+      static_cast<double>(std::max<uint64_t>(1, s.bytes_total()));
+  const double frac = s.listing_done() ? s.bytes_done() / total : 0;
+  const int width = 30;
+  std::string bar(static_cast<size_t>(frac * width), '#');
+  bar.resize(width, '.');
+  const int64_t end_ms = s.finished_unix_ms() ? s.finished_unix_ms()
+                                              : absl::ToUnixMillis(absl::Now());
+  const double secs = std::max(0.001, (end_ms - s.started_unix_ms()) / 1000.0);
+  const double rate = s.bytes_done() / secs;
+  const double eta = rate > 0 ? (s.bytes_total() - s.bytes_done()) / rate : 0;
+  std::fprintf(
+      stderr, "\r[%s] %5.1f%%  %s / %s  files %llu/%llu  %s/s  ETA %s%s",
+      bar.c_str(), 100 * frac, FormatBytes(s.bytes_done()).c_str(),
+      FormatBytes(s.bytes_total()).c_str(),
+      static_cast<unsigned long long>(s.files_done()),
+      static_cast<unsigned long long>(s.files_total()),
+      FormatBytes(static_cast<uint64_t>(rate)).c_str(),
+      final ? "0s"
+            : absl::FormatDuration(absl::Seconds(static_cast<int64_t>(eta)))
+                  .c_str(),
+      final ? "\n" : "   ");
+}
+
+absl::Status RunLoad(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder load PATH [--wait=true]"));
+  auto stub = Stub();
+  v1::LoadRequest req;
+  req.set_path(args[0]);
+  v1::LoadStatus s;
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(30));
+    LARDER_RETURN_IF_ERROR(Rpc(stub->StartLoad(&ctx, req, &s)));
+  }
+  if (!absl::GetFlag(FLAGS_wait)) {
+    std::printf("%s\n", s.job_id().c_str());
+    return absl::OkStatus();
+  }
+  while (s.state() == v1::LoadStatus::RUNNING) {
+    PrintProgress(s, false);
+    absl::SleepFor(absl::Milliseconds(250));
+    v1::GetLoadRequest g;
+    g.set_job_id(s.job_id());
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(10));
+    LARDER_RETURN_IF_ERROR(Rpc(stub->GetLoad(&ctx, g, &s)));
+  }
+  PrintProgress(s, true);
+  std::printf("loaded %s: %llu files, %s in %.1f s, %llu blocks failed\n",
+              s.path().c_str(), static_cast<unsigned long long>(s.files_done()),
+              FormatBytes(s.bytes_done()).c_str(),
+              (s.finished_unix_ms() - s.started_unix_ms()) / 1000.0,
+              static_cast<unsigned long long>(s.blocks_failed()));
+  if (s.state() == v1::LoadStatus::FAILED) {
+    return absl::UnavailableError(absl::StrCat(
+        "load incomplete (run it again to resume): ", s.last_error()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunInvalidate(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder invalidate PATH"));
+  v1::InvalidateRequest req;
+  req.set_path(args[0]);
+  v1::InvalidateResponse r;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(10));
+  LARDER_RETURN_IF_ERROR(Rpc(Stub()->Invalidate(&ctx, req, &r)));
+  std::printf("dropped %llu cached metadata entries under %s\n",
+              static_cast<unsigned long long>(r.dropped()), args[0].c_str());
+  return absl::OkStatus();
+}
+
+// --- stats / ring -----------------------------------------------------------
+
+absl::Status RunStats(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 0, "larder stats"));
+  v1::ClusterStatsResponse r;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(30));
+  LARDER_RETURN_IF_ERROR(
+      Rpc(Stub()->GetClusterStats(&ctx, v1::ClusterStatsRequest(), &r)));
+  std::printf("ring version %llu\n",
+              static_cast<unsigned long long>(r.ring_version()));
+  std::printf("%-24s %-6s %10s %10s %9s %12s %12s %12s %10s\n", "WORKER",
+              "ALIVE", "RAM HITS", "NVME HITS", "MISSES", "UNDERSTORE",
+              "SERVED GRPC", "SERVED SC", "RAM USED");
+  uint64_t hits = 0, misses = 0;
+  for (const auto& w : r.workers()) {
+    const auto& s = w.stats();
+    uint64_t ram_hits = 0, nvme_hits = 0, ram_used = 0;
+    for (const auto& t : s.tiers()) {
+      if (t.name() == "ram") {
+        ram_hits = t.hits();
+        ram_used = t.used_bytes();
+      } else {
+        nvme_hits += t.hits();
+      }
+    }
+    hits += ram_hits + nvme_hits;
+    misses += s.misses();
+    std::printf(
+        "%-24s %-6s %10llu %10llu %9llu %12s %12s %12s %10s%s\n",
+        w.info().id().c_str(), w.alive() ? "yes" : "no",
+        static_cast<unsigned long long>(ram_hits),
+        static_cast<unsigned long long>(nvme_hits),
+        static_cast<unsigned long long>(s.misses()),
+        FormatBytes(s.under_store_bytes()).c_str(),
+        FormatBytes(s.bytes_served_grpc()).c_str(),
+        FormatBytes(s.bytes_served_short_circuit()).c_str(),
+        FormatBytes(ram_used).c_str(),
+        w.error().empty() ? "" : absl::StrCat("  (", w.error(), ")").c_str());
+  }
+  std::printf("cluster: %llu hits, %llu misses, hit ratio %.1f%%\n",
+              static_cast<unsigned long long>(hits),
+              static_cast<unsigned long long>(misses),
+              hits + misses ? 100.0 * hits / (hits + misses) : 0.0);
+  return absl::OkStatus();
+}
+
+absl::Status RunRing(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 0, "larder ring"));
+  v1::Ring ring;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(10));
+  LARDER_RETURN_IF_ERROR(
+      Rpc(Stub()->GetRing(&ctx, v1::GetRingRequest(), &ring)));
+  std::vector<RingMember> members;
+  for (const auto& w : ring.workers())
+    members.push_back({w.id(), static_cast<double>(
+                                   std::max<uint64_t>(1, w.capacity_bytes()))});
+  HashRing built(members, static_cast<int>(ring.vnodes()));
+  std::vector<double> shares = built.Shares();
+  std::printf("ring version %llu, %d workers\n",
+              static_cast<unsigned long long>(ring.version()),
+              ring.workers_size());
+  std::printf("%-24s %-22s %-10s %8s %8s  %s\n", "WORKER", "ADDRESS",
+              "CAPACITY", "VNODES", "SHARE", "NODE");
+  for (int i = 0; i < ring.workers_size(); ++i) {
+    const auto& w = ring.workers(i);
+    std::printf("%-24s %-22s %-10s %8d %7.2f%%  %s\n", w.id().c_str(),
+                w.address().c_str(), FormatBytes(w.capacity_bytes()).c_str(),
+                built.Vnodes(i), 100 * shares[i], w.node().c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const Command kMasterCommand = {
+    "master", "run the master (membership, ring, mount table, metadata, loads)",
+    "larder master [--master_listen=127.0.0.1:7060] "
+    "[--state_dir=/var/lib/larder/master]\n"
+    "              [--master_metrics_listen=127.0.0.1:7061] "
+    "[--heartbeat_timeout=10s]\n",
+    &RunMaster};
+const Command kMountCommand = {
+    "mount", "add a mount (or list them without arguments)",
+    "larder mount [PATH URI] [--mount_block_size=4MiB] [--metadata_ttl=60s]\n"
+    "             [--credentials=profile:NAME] [--master=HOST:PORT]\n"
+    "  e.g. larder mount /datasets/imagenet "
+    "'s3://bucket/imagenet?region=us-east-1'\n",
+    &RunMount};
+const Command kUnmountCommand = {"unmount", "remove a mount",
+                                 "larder unmount PATH\n", &RunUnmount};
+const Command kLsCommand = {"ls", "list a cluster directory",
+                            "larder ls [PATH] [--recursive]\n", &RunLs};
+const Command kStatCommand = {"stat",
+                              "size, version and blocks of a cluster path",
+                              "larder stat PATH\n", &RunStat};
+const Command kCatCommand = {"cat", "read a file through the cache to stdout",
+                             "larder cat PATH\n", &RunCat};
+const Command kLoadCommand = {"load",
+                              "warm a path across the cluster, with progress",
+                              "larder load PATH [--wait=true]\n", &RunLoad};
+const Command kInvalidateCommand = {"invalidate",
+                                    "drop cached metadata under a path",
+                                    "larder invalidate PATH\n", &RunInvalidate};
+const Command kStatsCommand = {"stats",
+                               "cluster hits, misses and bytes per worker",
+                               "larder stats\n", &RunStats};
+const Command kRingCommand = {"ring",
+                              "workers, virtual nodes and ownership share",
+                              "larder ring\n", &RunRing};
+
+}  // namespace larder::cli

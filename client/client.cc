@@ -1,0 +1,471 @@
+// Copyright 2026 The Larder Authors.
+//
+// larder::Client: routing of block reads by the consistent-hash ring, with
+// short-circuit for local owners, failover along the ring and a final
+// under-store fallback.
+#include "larder/client.h"
+
+#include <grpcpp/create_channel.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/short_circuit_client.h"
+#include "client/worker_client.h"
+#include "common/block_key.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/ring.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+#include "proto/master.grpc.pb.h"
+#include "understore/factory.h"
+
+namespace larder {
+namespace {
+
+bool WorkerFailure(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;  // NotFound, FailedPrecondition...: the object, not the
+                     // worker.
+  }
+}
+
+FileInfo FromProto(const v1::ObjectInfo& o) {
+  return FileInfo{o.path(), o.is_dir(), o.size(), o.version(),
+                  absl::FromUnixNanos(o.mtime_ns())};
+}
+
+class ClientImpl;
+
+class FileImpl final : public File {
+ public:
+  FileImpl(ClientImpl* client, v1::StatResponse stat)
+      : client_(client),
+        stat_(std::move(stat)),
+        info_(FromProto(stat_.info())) {}
+  const FileInfo& info() const override { return info_; }
+  absl::StatusOr<size_t> Read(uint64_t offset, absl::Span<char> out) override;
+
+ private:
+  BlockId Block(uint64_t index) const {
+    return BlockId{stat_.mount(), stat_.relative(),   info_.version,
+                   index,         stat_.block_size(), info_.size};
+  }
+  ClientImpl* const client_;
+  const v1::StatResponse stat_;
+  const FileInfo info_;
+  std::atomic<uint64_t> next_sequential_{0};
+  std::atomic<uint64_t> readahead_until_{
+      0};  // Blocks [.., until) already requested.
+};
+
+class ClientImpl final : public Client {
+ public:
+  explicit ClientImpl(ClientOptions options) : options_(std::move(options)) {
+    if (options_.node.empty()) {
+      char host[256] = {0};
+      ::gethostname(host, sizeof(host) - 1);
+      options_.node = host;
+    }
+    master_ = v1::Master::NewStub(grpc::CreateChannel(
+        options_.master, grpc::InsecureChannelCredentials()));
+    pool_ = std::make_unique<ThreadPool>(std::max(1, options_.parallel_reads),
+                                         "larder-client");
+  }
+
+  absl::Status Init() {
+    LARDER_RETURN_IF_ERROR(RefreshRing(/*force=*/true));
+    return RefreshMounts();
+  }
+
+  absl::StatusOr<FileInfo> Stat(absl::string_view path) override {
+    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(path));
+    return FromProto(r.info());
+  }
+
+  absl::StatusOr<ListResult> List(absl::string_view path,
+                                  absl::string_view page_token, int page_size,
+                                  bool recursive) override {
+    v1::ListRequest req;
+    req.set_path(std::string(path));
+    req.set_page_token(std::string(page_token));
+    req.set_page_size(static_cast<uint32_t>(std::max(1, page_size)));
+    req.set_recursive(recursive);
+    v1::ListResponse resp;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(60));
+    LARDER_RETURN_IF_ERROR(MasterError(master_->List(&ctx, req, &resp)));
+    ListResult out;
+    for (const auto& e : resp.entries()) out.entries.push_back(FromProto(e));
+    out.next_page_token = resp.next_page_token();
+    return out;
+  }
+
+  absl::StatusOr<std::unique_ptr<File>> Open(absl::string_view path) override {
+    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(path));
+    if (r.info().is_dir())
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "' is a directory"));
+    return std::unique_ptr<File>(new FileImpl(this, std::move(r)));
+  }
+
+  absl::Status Prefetch(const std::vector<std::string>& paths) override {
+    absl::flat_hash_map<std::string, std::vector<BlockId>> by_worker;
+    for (const std::string& p : paths) {
+      LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(p));
+      if (r.info().is_dir()) continue;
+      for (uint64_t b = 0; b < BlockCount(r.info().size(), r.block_size());
+           ++b) {
+        BlockId id{r.mount(), r.relative(),   r.info().version(),
+                   b,         r.block_size(), r.info().size()};
+        std::vector<v1::WorkerInfo> owners = Owners(id, 1);
+        if (!owners.empty())
+          by_worker[owners[0].address()].push_back(std::move(id));
+      }
+    }
+    for (auto& [address, ids] : by_worker) {
+      LARDER_RETURN_IF_ERROR(
+          Worker(address).CacheBlocks(ids, /*wait=*/false, absl::Seconds(10)));
+    }
+    return absl::OkStatus();
+  }
+
+  ClientStats stats() const override {
+    ClientStats s;
+    s.blocks_short_circuit = sc_blocks_;
+    s.blocks_grpc = grpc_blocks_;
+    s.blocks_under_store = under_store_blocks_;
+    s.failovers = failovers_;
+    s.ring_refreshes = ring_refreshes_;
+    return s;
+  }
+
+  // Reads [offset, offset + out.size()) of block `id` into `out`.
+  absl::Status ReadBlock(const BlockId& id, uint64_t offset,
+                         absl::Span<char> out) {
+    absl::Status last;
+    for (int attempt = 0; attempt < 2;
+         ++attempt) {  // Second pass: after a ring refresh.
+      for (const v1::WorkerInfo& w :
+           Owners(id, options_.max_workers_per_block)) {
+        absl::StatusOr<size_t> n = ReadFromWorker(w, id, offset, out);
+        if (n.ok() && *n == out.size()) return absl::OkStatus();
+        if (n.ok()) {
+          last = absl::InternalError(absl::StrCat("worker ", w.id(),
+                                                  " returned ", *n, " of ",
+                                                  out.size(), " bytes"));
+        } else {
+          last = n.status();
+          if (!WorkerFailure(last)) return last;
+        }
+        ++failovers_;
+        LARDER_LOG(WARNING, "client.failover")
+            .Field("block", id.DebugString())
+            .Field("worker", w.id())
+            .Field("status", last);
+      }
+      if (attempt == 0 && !RefreshRing(/*force=*/true).ok()) break;
+    }
+    if (!options_.under_store_fallback) {
+      return last.ok() ? absl::UnavailableError("no live worker for the block")
+                       : last;
+    }
+    absl::Status st = ReadFromUnderStore(id, offset, out);
+    if (st.ok()) ++under_store_blocks_;
+    return st;
+  }
+
+  void Readahead(const std::vector<BlockId>& ids) {
+    absl::flat_hash_map<std::string, std::vector<BlockId>> by_worker;
+    for (const BlockId& id : ids) {
+      std::vector<v1::WorkerInfo> owners = Owners(id, 1);
+      if (!owners.empty()) by_worker[owners[0].address()].push_back(id);
+    }
+    for (auto& [address, blocks] : by_worker) {
+      pool_->Schedule([this, address, blocks] {
+        Worker(address)
+            .CacheBlocks(blocks, /*wait=*/false, absl::Seconds(5))
+            .IgnoreError();
+      });
+    }
+  }
+
+  ThreadPool& pool() { return *pool_; }
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  static void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(d));
+  }
+
+  absl::Status MasterError(const grpc::Status& s) const {
+    absl::Status st = FromGrpcStatus(s);
+    if (st.code() == absl::StatusCode::kUnavailable ||
+        st.code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot reach the Larder master at ", options_.master,
+                       " (", st.message(), "); is `larder master` running?"));
+    }
+    return st;
+  }
+
+  absl::StatusOr<v1::StatResponse> StatRpc(absl::string_view path) {
+    v1::StatRequest req;
+    req.set_path(std::string(path));
+    v1::StatResponse resp;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(30));
+    LARDER_RETURN_IF_ERROR(MasterError(master_->Stat(&ctx, req, &resp)));
+    return resp;
+  }
+
+  absl::Status RefreshRing(bool force) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!force && absl::Now() - ring_fetched_ < options_.ring_refresh)
+        return absl::OkStatus();
+    }
+    v1::Ring ring;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(10));
+    LARDER_RETURN_IF_ERROR(
+        MasterError(master_->GetRing(&ctx, v1::GetRingRequest(), &ring)));
+    std::vector<RingMember> members;
+    for (const auto& w : ring.workers())
+      members.push_back({w.id(), static_cast<double>(std::max<uint64_t>(
+                                     1, w.capacity_bytes()))});
+    HashRing built(std::move(members), static_cast<int>(ring.vnodes()));
+    absl::MutexLock lock(&mu_);
+    ++ring_refreshes_;
+    ring_fetched_ = absl::Now();
+    if (ring.version() != ring_version_ || ring_workers_.empty()) {
+      ring_version_ = ring.version();
+      ring_ = std::move(built);
+      ring_workers_.assign(ring.workers().begin(), ring.workers().end());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RefreshMounts() {
+    v1::MountTable table;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(10));
+    LARDER_RETURN_IF_ERROR(
+        MasterError(master_->GetMounts(&ctx, v1::GetMountsRequest(), &table)));
+    absl::MutexLock lock(&mu_);
+    mounts_.clear();
+    for (const auto& m : table.mounts()) mounts_[m.path()] = m;
+    return absl::OkStatus();
+  }
+
+  std::vector<v1::WorkerInfo> Owners(const BlockId& id, int n) {
+    RefreshRing(/*force=*/false)
+        .IgnoreError();  // Periodic; failures keep the old ring.
+    absl::MutexLock lock(&mu_);
+    std::vector<v1::WorkerInfo> out;
+    for (int i : ring_.Successors(id.Key().low, n))
+      out.push_back(ring_workers_[i]);
+    return out;
+  }
+
+  WorkerClient& Worker(const std::string& address) {
+    absl::MutexLock lock(&mu_);
+    auto& c = workers_[address];
+    if (!c) c = std::make_unique<WorkerClient>(address);
+    return *c;
+  }
+
+  absl::StatusOr<size_t> ReadFromWorker(const v1::WorkerInfo& w,
+                                        const BlockId& id, uint64_t offset,
+                                        absl::Span<char> out) {
+    if (w.node() == options_.node && !w.short_circuit_socket().empty()) {
+      absl::StatusOr<std::unique_ptr<ShortCircuitClient>> sc =
+          TakeShortCircuit(w.short_circuit_socket());
+      if (sc.ok()) {
+        absl::StatusOr<size_t> n = (*sc)->Read(id, offset, out);
+        if (n.ok() || !WorkerFailure(n.status())) {
+          GiveShortCircuit(w.short_circuit_socket(), std::move(*sc));
+        }
+        if (n.ok()) ++sc_blocks_;
+        return n;
+      }
+      // No socket: fall through to gRPC on the same worker.
+    }
+    absl::StatusOr<size_t> n =
+        Worker(w.address()).ReadBlock(id, offset, out, options_.worker_timeout);
+    if (n.ok()) ++grpc_blocks_;
+    return n;
+  }
+
+  // A pool of short-circuit connections per socket (one request at a time
+  // each), so parallel block reads do not queue behind each other.
+  absl::StatusOr<std::unique_ptr<ShortCircuitClient>> TakeShortCircuit(
+      const std::string& socket) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto& idle = short_circuit_[socket];
+      if (!idle.empty()) {
+        auto c = std::move(idle.back());
+        idle.pop_back();
+        return c;
+      }
+    }
+    return ShortCircuitClient::Connect(socket);
+  }
+  void GiveShortCircuit(const std::string& socket,
+                        std::unique_ptr<ShortCircuitClient> c) {
+    absl::MutexLock lock(&mu_);
+    auto& idle = short_circuit_[socket];
+    if (idle.size() < 16) idle.push_back(std::move(c));
+  }
+
+  absl::Status ReadFromUnderStore(const BlockId& id, uint64_t offset,
+                                  absl::Span<char> out) {
+    std::shared_ptr<UnderStore> store;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = fallback_stores_.find(id.mount);
+          it != fallback_stores_.end())
+        store = it->second;
+    }
+    if (!store) {
+      v1::MountEntry mount;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = mounts_.find(id.mount);
+        if (it == mounts_.end())
+          return absl::NotFoundError(absl::StrCat("unknown mount ", id.mount));
+        mount = it->second;
+      }
+      UnderStoreOptions o;
+      absl::string_view ref = mount.credentials();
+      if (absl::ConsumePrefix(&ref, "profile:")) {
+        LARDER_ASSIGN_OR_RETURN(AwsCredentials c,
+                                LoadAwsCredentials(ref, o.env));
+        o.aws_credentials = c;
+      }
+      LARDER_ASSIGN_OR_RETURN(std::unique_ptr<UnderStore> opened,
+                              OpenUnderStore(mount.uri(), o));
+      store = std::shared_ptr<UnderStore>(std::move(opened));
+      absl::MutexLock lock(&mu_);
+      fallback_stores_[id.mount] = store;
+    }
+    LARDER_ASSIGN_OR_RETURN(
+        size_t n,
+        store->ReadRange(id.path, id.offset() + offset, out, id.version));
+    if (n != out.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          id.DebugString(), ": the object is shorter than at Open"));
+    }
+    return absl::OkStatus();
+  }
+
+  ClientOptions options_;
+  std::unique_ptr<v1::Master::Stub> master_;
+  std::unique_ptr<ThreadPool> pool_;
+  mutable absl::Mutex mu_;
+  HashRing ring_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::WorkerInfo> ring_workers_ ABSL_GUARDED_BY(mu_);
+  uint64_t ring_version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time ring_fetched_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<std::string, v1::MountEntry> mounts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> workers_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string,
+                      std::vector<std::unique_ptr<ShortCircuitClient>>>
+      short_circuit_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<UnderStore>> fallback_stores_
+      ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> sc_blocks_{0}, grpc_blocks_{0}, under_store_blocks_{0},
+      failovers_{0}, ring_refreshes_{0};
+};
+
+absl::StatusOr<size_t> FileImpl::Read(uint64_t offset, absl::Span<char> out) {
+  if (offset >= info_.size || out.empty()) {
+    if (offset > info_.size)
+      return absl::OutOfRangeError(
+          absl::StrCat("read at ", offset, " beyond ", info_.size));
+    return 0;
+  }
+  const uint64_t end = std::min<uint64_t>(info_.size, offset + out.size());
+  const uint64_t bs = stat_.block_size();
+  const uint64_t first = offset / bs, last = (end - 1) / bs;
+
+  // Sequential reader: ask the owners of the next blocks to fetch them now.
+  const int ahead = client_->options().readahead_blocks;
+  if (ahead > 0 && offset == next_sequential_.load()) {
+    const uint64_t total = BlockCount(info_.size, bs);
+    uint64_t from = std::max(last + 1, readahead_until_.load());
+    const uint64_t to = std::min(total, last + 1 + ahead);
+    if (from < to) {
+      std::vector<BlockId> ids;
+      for (uint64_t b = from; b < to; ++b) ids.push_back(Block(b));
+      readahead_until_ = to;
+      client_->Readahead(ids);
+    }
+  }
+  next_sequential_ = end;
+
+  struct Piece {
+    uint64_t block, in_block;
+    absl::Span<char> dst;
+  };
+  std::vector<Piece> pieces;
+  for (uint64_t b = first; b <= last; ++b) {
+    const uint64_t lo = std::max(offset, b * bs),
+                   hi = std::min(end, (b + 1) * bs);
+    pieces.push_back({b, lo - b * bs, out.subspan(lo - offset, hi - lo)});
+  }
+  if (pieces.size() == 1) {
+    LARDER_RETURN_IF_ERROR(client_->ReadBlock(
+        Block(pieces[0].block), pieces[0].in_block, pieces[0].dst));
+    return static_cast<size_t>(end - offset);
+  }
+  std::vector<absl::Status> results(pieces.size());
+  std::atomic<size_t> left{pieces.size()};
+  absl::Notification done;
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    client_->pool().Schedule([&, i] {
+      results[i] = client_->ReadBlock(Block(pieces[i].block),
+                                      pieces[i].in_block, pieces[i].dst);
+      if (left.fetch_sub(1) == 1) done.Notify();
+    });
+  }
+  results[0] = client_->ReadBlock(Block(pieces[0].block), pieces[0].in_block,
+                                  pieces[0].dst);
+  if (left.fetch_sub(1) == 1) done.Notify();
+  done.WaitForNotification();
+  for (const absl::Status& s : results) LARDER_RETURN_IF_ERROR(s);
+  return static_cast<size_t>(end - offset);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  if (options.master.empty())
+    return absl::InvalidArgumentError("ClientOptions.master is empty");
+  auto c = std::make_unique<ClientImpl>(std::move(options));
+  LARDER_RETURN_IF_ERROR(c->Init());
+  return std::unique_ptr<Client>(std::move(c));
+}
+
+}  // namespace larder

@@ -1,0 +1,134 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: larder/client.h
+// -----------------------------------------------------------------------------
+//
+// The Larder client library: what data loaders link to read datasets through
+// the cluster's cache.
+//
+// A Client talks to the master for metadata (Stat, List) and the ring, and
+// reads blocks from the workers that own them: every client maps a block to
+// the same worker, so each byte is fetched from the object store once per
+// cluster. A block owned by a worker on this node is read by short-circuit
+// (its memory is handed over as a file descriptor); others stream over gRPC.
+//
+// Failover: if the owner is down or times out, the next workers on the ring
+// are tried, then (by default) the under-store itself. A read never fails
+// because one worker died, and never returns bytes of another object version:
+// a File is pinned to the version seen at Open, and a changed object fails
+// with FailedPrecondition.
+//
+// Thread-safe: use one Client per process, shared by every loader thread.
+// Memory is bounded: the library holds no data beyond the caller's buffers.
+//
+// Usage:
+//
+//   larder::ClientOptions options;
+//   options.master = "larder-master:7060";
+//   auto client = larder::Client::Connect(options);   // absl::StatusOr
+//   auto file = (*client)->Open("/datasets/imagenet/train/n01440764/x.JPEG");
+//   std::vector<char> buf((*file)->info().size);
+//   auto n = (*file)->Read(0, absl::MakeSpan(buf));
+//
+// Errors (absl::StatusCode): NotFound (no such path, no mount), Unavailable
+// (master unreachable; or every worker and the under-store failed),
+// FailedPrecondition (the object changed since Open), PermissionDenied,
+// InvalidArgument, DeadlineExceeded.
+#ifndef LARDER_CLIENT_INCLUDE_LARDER_CLIENT_H_
+#define LARDER_CLIENT_INCLUDE_LARDER_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace larder {
+
+struct ClientOptions {
+  // The master, host:port. Default 127.0.0.1:7060.
+  std::string master = "127.0.0.1:7060";
+  // This process's node; blocks owned by a worker with the same node name
+  // are read by short-circuit. Default: the host name.
+  std::string node;
+  // Blocks a sequential reader asks the owners to fetch ahead. Default 4.
+  int readahead_blocks = 4;
+  // Workers tried for a block (owner first) before the fallback. Default 3.
+  int max_workers_per_block = 3;
+  // Read the under-store directly when every worker failed. Default true.
+  bool under_store_fallback = true;
+  // Limit on one block read from a worker. Default 60 s.
+  absl::Duration worker_timeout = absl::Seconds(60);
+  // How often the ring is refreshed from the master (it is also refreshed
+  // whenever a worker fails). Default 5 s.
+  absl::Duration ring_refresh = absl::Seconds(5);
+  // Block reads run in parallel for one large Read. Default 8.
+  int parallel_reads = 8;
+};
+
+struct FileInfo {
+  std::string path;  // Cluster path.
+  bool is_dir = false;
+  uint64_t size = 0;
+  std::string version;
+  absl::Time mtime = absl::UnixEpoch();
+};
+
+struct ListResult {
+  std::vector<FileInfo> entries;
+  std::string next_page_token;  // Empty on the last page.
+};
+
+// Where block reads were served from (since the client started).
+struct ClientStats {
+  uint64_t blocks_short_circuit = 0;
+  uint64_t blocks_grpc = 0;
+  uint64_t blocks_under_store = 0;  // Fallback reads.
+  uint64_t failovers = 0;  // A worker failed and the next one was tried.
+  uint64_t ring_refreshes = 0;
+};
+
+class Client;
+
+// An open file, pinned to the version it had at Open. Thread-safe.
+class File {
+ public:
+  virtual ~File() = default;
+  virtual const FileInfo& info() const = 0;
+  // Reads up to out.size() bytes from `offset`; fewer only at the end of the
+  // file. Errors: see the file comment.
+  virtual absl::StatusOr<size_t> Read(uint64_t offset,
+                                      absl::Span<char> out) = 0;
+};
+
+class Client {
+ public:
+  // Connects and fetches the ring and mount table. Errors: Unavailable (the
+  // master cannot be reached), InvalidArgument.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
+  virtual ~Client() = default;
+
+  virtual absl::StatusOr<FileInfo> Stat(absl::string_view path) = 0;
+  // One page of a directory ("/" lists the mounts).
+  virtual absl::StatusOr<ListResult> List(absl::string_view path,
+                                          absl::string_view page_token = "",
+                                          int page_size = 1000,
+                                          bool recursive = false) = 0;
+  virtual absl::StatusOr<std::unique_ptr<File>> Open(
+      absl::string_view path) = 0;
+  // Asks the owners to fetch every block of these files (a loader that knows
+  // its next files: a shuffled epoch order is known in advance). Returns once
+  // the requests are sent.
+  virtual absl::Status Prefetch(const std::vector<std::string>& paths) = 0;
+
+  virtual ClientStats stats() const = 0;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_CLIENT_INCLUDE_LARDER_CLIENT_H_

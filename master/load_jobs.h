@@ -1,0 +1,69 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: load_jobs.h
+// -----------------------------------------------------------------------------
+//
+// Load (preload) jobs: `larder load PATH` warms every block below a path
+// across the cluster. The master lists the path, splits each file into
+// blocks, and asks each block's owner on the current ring to fetch its share
+// (WorkerData.CacheBlocks, in batches, several in flight per worker).
+// Progress (files, bytes, failures) is kept per job and polled by the CLI.
+//
+// Resumable: blocks already cached are answered at once by their owners, so
+// running the same load again after an interruption (or a master restart)
+// only fetches what is missing.
+//
+// Thread-safe. Each job runs on its own thread.
+#ifndef LARDER_MASTER_LOAD_JOBS_H_
+#define LARDER_MASTER_LOAD_JOBS_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "client/worker_client.h"
+#include "master/membership.h"
+#include "master/metadata.h"
+
+namespace larder {
+
+class LoadJobs {
+ public:
+  LoadJobs(MetadataCache* metadata, const Membership* membership)
+      : metadata_(metadata), membership_(membership) {}
+  ~LoadJobs();
+
+  // Starts a job. Errors: NotFound (no such path), and metadata errors.
+  absl::StatusOr<v1::LoadStatus> Start(const std::string& path);
+  // Errors: NotFound (unknown job id).
+  absl::StatusOr<v1::LoadStatus> Get(const std::string& job_id);
+
+ private:
+  struct Job {
+    absl::Mutex mu;
+    v1::LoadStatus status ABSL_GUARDED_BY(mu);
+    std::thread thread;
+  };
+  void Run(Job* job, v1::StatResponse root);
+  WorkerClient& ClientFor(const std::string& address);
+
+  MetadataCache* const metadata_;
+  const Membership* const membership_;
+  std::atomic<bool> stopping_{false};
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> clients_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_MASTER_LOAD_JOBS_H_

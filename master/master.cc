@@ -1,0 +1,272 @@
+// Copyright 2026 The Larder Authors.
+#include "master/master.h"
+
+#include <grpcpp/server_builder.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker_client.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "proto/master.grpc.pb.h"
+
+namespace larder {
+namespace {
+
+std::vector<BlockKey> Keys(
+    const google::protobuf::RepeatedPtrField<std::string>& bytes) {
+  std::vector<BlockKey> out;
+  out.reserve(bytes.size());
+  for (const std::string& b : bytes) {
+    BlockKey k;
+    if (KeyFromBytes(b, &k)) out.push_back(k);
+  }
+  return out;
+}
+
+// The master's RPCs. Control-plane traffic is small, so the synchronous API
+// (a gRPC-managed thread pool) keeps this simple.
+class MasterService final : public v1::Master::Service {
+ public:
+  MasterService(const MasterOptions* options, MountRegistry* mounts,
+                Membership* membership, MetadataCache* metadata,
+                LoadJobs* loads)
+      : options_(options),
+        mounts_(mounts),
+        membership_(membership),
+        metadata_(metadata),
+        loads_(loads) {}
+
+  grpc::Status RegisterWorker(grpc::ServerContext*,
+                              const v1::RegisterWorkerRequest* req,
+                              v1::RegisterWorkerResponse* resp) override {
+    if (req->worker().id().empty() || req->worker().address().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "worker id and address are required");
+    }
+    resp->set_ring_version(membership_->Register(
+        req->worker(), Keys(req->cached_blocks()), absl::Now()));
+    resp->set_heartbeat_ms(static_cast<uint32_t>(
+        absl::ToInt64Milliseconds(options_->heartbeat_interval)));
+    resp->set_mounts_version(mounts_->Get().version());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override {
+    resp->set_reregister(
+        !membership_->Heartbeat(req->worker_id(), Keys(req->added_blocks()),
+                                Keys(req->removed_blocks()), absl::Now()));
+    resp->set_ring_version(membership_->version());
+    resp->set_mounts_version(mounts_->Get().version());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetRing(grpc::ServerContext*, const v1::GetRingRequest*,
+                       v1::Ring* resp) override {
+    *resp = membership_->Ring();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetMounts(grpc::ServerContext*, const v1::GetMountsRequest*,
+                         v1::MountTable* resp) override {
+    *resp = mounts_->Get();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status AddMount(grpc::ServerContext*, const v1::AddMountRequest* req,
+                        v1::MountTable* resp) override {
+    absl::StatusOr<v1::MountTable> t = mounts_->Add(req->mount());
+    if (!t.ok()) return ToGrpcStatus(t.status());
+    LARDER_LOG(INFO, "mount.added")
+        .Field("path", req->mount().path())
+        .Field("uri", req->mount().uri());
+    *resp = *std::move(t);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RemoveMount(grpc::ServerContext*,
+                           const v1::RemoveMountRequest* req,
+                           v1::MountTable* resp) override {
+    absl::StatusOr<v1::MountTable> t = mounts_->Remove(req->path());
+    if (!t.ok()) return ToGrpcStatus(t.status());
+    metadata_->Invalidate(req->path());
+    *resp = *std::move(t);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest* req,
+                    v1::StatResponse* resp) override {
+    absl::StatusOr<v1::StatResponse> r = metadata_->Stat(req->path());
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    *resp = *std::move(r);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status List(grpc::ServerContext*, const v1::ListRequest* req,
+                    v1::ListResponse* resp) override {
+    if (req->path() == "/" ||
+        req->path().empty()) {  // The root lists the mounts.
+      const v1::MountTable table =
+          mounts_->Get();  // Not a temporary: the loop refers into it.
+      for (const v1::MountEntry& m : table.mounts()) {
+        v1::ObjectInfo* e = resp->add_entries();
+        e->set_path(m.path());
+        e->set_is_dir(true);
+      }
+      return grpc::Status::OK;
+    }
+    absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    *resp = *std::move(r);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Invalidate(grpc::ServerContext*,
+                          const v1::InvalidateRequest* req,
+                          v1::InvalidateResponse* resp) override {
+    resp->set_dropped(metadata_->Invalidate(req->path()));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StartLoad(grpc::ServerContext*, const v1::LoadRequest* req,
+                         v1::LoadStatus* resp) override {
+    absl::StatusOr<v1::LoadStatus> s = loads_->Start(req->path());
+    if (!s.ok()) return ToGrpcStatus(s.status());
+    *resp = *std::move(s);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetLoad(grpc::ServerContext*, const v1::GetLoadRequest* req,
+                       v1::LoadStatus* resp) override {
+    absl::StatusOr<v1::LoadStatus> s = loads_->Get(req->job_id());
+    if (!s.ok()) return ToGrpcStatus(s.status());
+    *resp = *std::move(s);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Locate(grpc::ServerContext*, const v1::LocateRequest* req,
+                      v1::LocateResponse* resp) override {
+    for (const BlockKey& k : Keys(req->block_keys())) {
+      auto* loc = resp->add_locations();
+      for (const std::string& id : membership_->Locate(k))
+        loc->add_worker_ids(id);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetClusterStats(grpc::ServerContext*,
+                               const v1::ClusterStatsRequest*,
+                               v1::ClusterStatsResponse* resp) override {
+    resp->set_ring_version(membership_->version());
+    for (const auto& [info, alive] : membership_->Workers()) {
+      auto* w = resp->add_workers();
+      *w->mutable_info() = info;
+      w->set_alive(alive);
+      w->set_placement_blocks(membership_->BlocksOf(info.id()));
+      if (!alive) continue;
+      WorkerClient client(info.address());
+      absl::StatusOr<v1::GetStatsResponse> s =
+          client.GetStats(absl::Seconds(3));
+      if (s.ok()) {
+        *w->mutable_stats() = *std::move(s);
+      } else {
+        w->set_error(std::string(s.status().message()));
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const MasterOptions* const options_;
+  MountRegistry* const mounts_;
+  Membership* const membership_;
+  MetadataCache* const metadata_;
+  LoadJobs* const loads_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
+  std::unique_ptr<Master> m(new Master(std::move(options)));
+  LARDER_ASSIGN_OR_RETURN(m->mounts_,
+                          MountRegistry::Open(m->options_.state_dir));
+  m->membership_ = std::make_unique<Membership>(m->options_.heartbeat_timeout,
+                                                m->options_.vnodes);
+  m->metadata_ =
+      std::make_unique<MetadataCache>(m->mounts_.get(), m->options_.store);
+  m->loads_ =
+      std::make_unique<LoadJobs>(m->metadata_.get(), m->membership_.get());
+  m->service_ = std::make_unique<MasterService>(
+      &m->options_, m->mounts_.get(), m->membership_.get(), m->metadata_.get(),
+      m->loads_.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(m->options_.listen,
+                           grpc::InsecureServerCredentials(), &m->port_);
+  builder.RegisterService(m->service_.get());
+  m->server_ = builder.BuildAndStart();
+  if (!m->server_ || m->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on ", m->options_.listen));
+  }
+  m->registry_ = std::make_shared<prometheus::Registry>();
+  auto& ring_version = prometheus::BuildGauge()
+                           .Name("larder_master_ring_version")
+                           .Help("Ring version.")
+                           .Register(*m->registry_)
+                           .Add({});
+  auto& live = prometheus::BuildGauge()
+                   .Name("larder_master_live_workers")
+                   .Help("Workers in the ring.")
+                   .Register(*m->registry_)
+                   .Add({});
+  auto& mounts = prometheus::BuildGauge()
+                     .Name("larder_master_mounts")
+                     .Help("Mounts in the table.")
+                     .Register(*m->registry_)
+                     .Add({});
+  if (!m->options_.ops_listen.empty()) {
+    OpsServer::Options ops;
+    ops.listen = m->options_.ops_listen;
+    ops.registry = m->registry_;
+    Master* self = m.get();
+    ops.before_scrape = [self, &ring_version, &live, &mounts] {
+      v1::Ring r = self->membership_->Ring();
+      ring_version.Set(static_cast<double>(r.version()));
+      live.Set(r.workers_size());
+      mounts.Set(self->mounts_->Get().mounts_size());
+    };
+    LARDER_ASSIGN_OR_RETURN(m->ops_, OpsServer::Start(std::move(ops)));
+  }
+  m->reaper_ = std::thread([p = m.get()] { p->ReapLoop(); });
+  LARDER_LOG(INFO, "master.started")
+      .Field("port", m->port_)
+      .Field("state_dir", m->options_.state_dir)
+      .Field("mounts", m->mounts_->Get().mounts_size());
+  return m;
+}
+
+void Master::ReapLoop() {
+  while (!stopping_) {
+    absl::SleepFor(
+        std::min(absl::Milliseconds(200), options_.heartbeat_timeout / 4));
+    membership_->Expire(absl::Now());
+  }
+}
+
+Master::~Master() { Shutdown(); }
+
+void Master::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  if (server_)
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
+  if (reaper_.joinable()) reaper_.join();
+  ops_.reset();
+  loads_.reset();
+  LARDER_LOG(INFO, "master.stopped");
+}
+
+}  // namespace larder

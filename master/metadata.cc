@@ -1,0 +1,138 @@
+// Copyright 2026 The Larder Authors.
+#include "master/metadata.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "understore/factory.h"
+
+namespace larder {
+namespace {
+
+void ToProto(const ObjectInfo& info, const std::string& cluster_path,
+             v1::ObjectInfo* out) {
+  out->set_path(cluster_path);
+  out->set_is_dir(info.is_dir);
+  out->set_size(info.size);
+  out->set_version(info.version);
+  out->set_mtime_ns(absl::ToUnixNanos(info.mtime));
+}
+
+std::string Join(const std::string& mount, const std::string& rel) {
+  return rel.empty() ? mount : absl::StrCat(mount, "/", rel);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
+    const v1::MountEntry& mount, const UnderStoreOptions& base) {
+  UnderStoreOptions o = base;
+  absl::string_view ref = mount.credentials();
+  if (!ref.empty()) {
+    if (!absl::ConsumePrefix(&ref, "profile:") || ref.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mount ", mount.path(), ": unknown credentials reference '",
+          mount.credentials(), "' (want profile:NAME)"));
+    }
+    LARDER_ASSIGN_OR_RETURN(AwsCredentials c,
+                            LoadAwsCredentials(ref, base.env));
+    o.aws_credentials = c;
+  }
+  return OpenUnderStore(mount.uri(), o);
+}
+
+absl::StatusOr<std::shared_ptr<UnderStore>> MetadataCache::Store(
+    const v1::MountEntry& mount) {
+  const std::string key =
+      absl::StrCat(mount.path(), "|", mount.uri(), "|", mount.credentials());
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = stores_.find(key); it != stores_.end()) return it->second;
+  }
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<UnderStore> store,
+                          OpenMountStore(mount, store_options_));
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] =
+      stores_.emplace(key, std::shared_ptr<UnderStore>(std::move(store)));
+  return it->second;
+}
+
+absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
+  const auto& [mount, rel] = resolved;
+  const std::string cluster_path = Join(mount.path(), rel);
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = stats_.find(cluster_path);
+        it != stats_.end() && it->second.expires > now) {
+      return it->second.value;
+    }
+  }
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
+  LARDER_ASSIGN_OR_RETURN(ObjectInfo info, store->Stat(rel));
+  v1::StatResponse resp;
+  ToProto(info, cluster_path, resp.mutable_info());
+  resp.set_mount(mount.path());
+  resp.set_relative(rel);
+  resp.set_block_size(mount.block_size());
+  absl::MutexLock lock(&mu_);
+  stats_[cluster_path] = {resp,
+                          now + absl::Milliseconds(mount.metadata_ttl_ms())};
+  return resp;
+}
+
+absl::StatusOr<v1::ListResponse> MetadataCache::List(
+    const v1::ListRequest& request) {
+  LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(request.path()));
+  const auto& [mount, rel] = resolved;
+  const std::string cluster_path = Join(mount.path(), rel);
+  const std::string key =
+      absl::StrCat(cluster_path, "\x01", request.recursive(), "|",
+                   request.page_size(), "|", request.page_token());
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = lists_.find(key);
+        it != lists_.end() && it->second.expires > now)
+      return it->second.value;
+  }
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
+  ListOptions o;
+  o.recursive = request.recursive();
+  o.page_size = request.page_size() == 0 ? 1000 : request.page_size();
+  o.page_token = request.page_token();
+  LARDER_ASSIGN_OR_RETURN(ListPage page, store->List(rel, o));
+  v1::ListResponse resp;
+  for (const ObjectInfo& e : page.entries)
+    ToProto(e, Join(mount.path(), e.path), resp.add_entries());
+  resp.set_next_page_token(page.next_page_token);
+  absl::MutexLock lock(&mu_);
+  lists_[key] = {resp, now + absl::Milliseconds(mount.metadata_ttl_ms())};
+  return resp;
+}
+
+uint64_t MetadataCache::Invalidate(absl::string_view raw) {
+  absl::StatusOr<std::string> path = NormalizeClusterPath(raw);
+  if (!path.ok()) return 0;
+  uint64_t n = 0;
+  absl::MutexLock lock(&mu_);
+  // Two key ranges: the path itself with its listing keys ("PATH\x01..."),
+  // and everything below it ("PATH/..." up to "PATH0", '0' being '/' + 1).
+  // One scan would stop early at siblings like "PATH-b", which sort between.
+  auto drop = [&](auto& map) {
+    for (const auto& [lo, hi] : {std::make_pair(*path, *path + "\x02"),
+                                 std::make_pair(*path + "/", *path + "0")}) {
+      for (auto it = map.lower_bound(lo); it != map.end() && it->first < hi;) {
+        it = map.erase(it);
+        ++n;
+      }
+    }
+  };
+  drop(stats_);
+  drop(lists_);
+  return n;
+}
+
+}  // namespace larder

@@ -1,0 +1,60 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: mount_registry.h
+// -----------------------------------------------------------------------------
+//
+// The cluster's mount table: cluster paths ("/datasets/imagenet") backed by
+// under-store URIs, with per-mount options. Persisted in the master's state
+// directory as `mounts.textproto` (written to a temporary file, fsynced and
+// renamed), so it survives a restart. Every change bumps the version.
+//
+// Thread-safe.
+#ifndef LARDER_MASTER_MOUNT_REGISTRY_H_
+#define LARDER_MASTER_MOUNT_REGISTRY_H_
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/master.pb.h"
+
+namespace larder {
+
+class MountRegistry {
+ public:
+  // Loads `state_dir`/mounts.textproto if present. Errors: DataLoss (the file
+  // is unreadable), PermissionDenied / Internal (the directory).
+  static absl::StatusOr<std::unique_ptr<MountRegistry>> Open(
+      const std::string& state_dir);
+
+  // Adds a mount. Errors: InvalidArgument (bad path, URI, block size, or a
+  // secret in the URI), AlreadyExists (the path or a parent/child of it is
+  // mounted), and the under-store's errors if the URI cannot be opened.
+  absl::StatusOr<v1::MountTable> Add(v1::MountEntry entry);
+  // Errors: NotFound.
+  absl::StatusOr<v1::MountTable> Remove(const std::string& path);
+  v1::MountTable Get() const;
+
+  // The mount holding `cluster_path` and the path within it.
+  // Errors: NotFound ("no mount holds PATH"), InvalidArgument (bad path).
+  absl::StatusOr<std::pair<v1::MountEntry, std::string>> Resolve(
+      absl::string_view cluster_path) const;
+
+ private:
+  explicit MountRegistry(std::string file) : file_(std::move(file)) {}
+  absl::Status Persist(const v1::MountTable& table)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string file_;
+  mutable absl::Mutex mu_;
+  v1::MountTable table_ ABSL_GUARDED_BY(mu_);
+};
+
+// "/a//b/" -> "/a/b". Errors: InvalidArgument (relative, "." or "..").
+absl::StatusOr<std::string> NormalizeClusterPath(absl::string_view path);
+
+}  // namespace larder
+
+#endif  // LARDER_MASTER_MOUNT_REGISTRY_H_

@@ -1,0 +1,85 @@
+// Copyright 2026 The Larder Authors.
+#include "master/mount_registry.h"
+
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+
+namespace larder {
+namespace {
+
+v1::MountEntry Entry(const std::string& path, const std::string& uri) {
+  v1::MountEntry e;
+  e.set_path(path);
+  e.set_uri(uri);
+  return e;
+}
+
+TEST(MountRegistryTest, AddResolveRemoveAndSurviveRestart) {
+  testing::TempDir dir;
+  {
+    auto r = MountRegistry::Open(dir.path());
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto t = (*r)->Add(
+        Entry("/datasets//imagenet/", "s3://bucket/imagenet?region=us-east-1"));
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->version(), 1u);
+    EXPECT_EQ(t->mounts(0).path(), "/datasets/imagenet");
+    EXPECT_EQ(t->mounts(0).block_size(), 4u << 20);  // Default.
+    ASSERT_TRUE((*r)->Add(Entry("/datasets/coco", "file:///tmp")).ok());
+  }
+  auto r = MountRegistry::Open(dir.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->Get().version(), 2u);
+  EXPECT_EQ((*r)->Get().mounts_size(), 2);
+  auto res = (*r)->Resolve("/datasets/imagenet/train/x.jpg");
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->first.path(), "/datasets/imagenet");
+  EXPECT_EQ(res->second, "train/x.jpg");
+  EXPECT_EQ((*r)->Resolve("/datasets/imagenette/x").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ((*r)->Resolve("/datasets/coco")->second, "");
+  ASSERT_TRUE((*r)->Remove("/datasets/coco").ok());
+  EXPECT_EQ((*r)->Remove("/datasets/coco").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ((*r)->Get().version(), 3u);
+}
+
+TEST(MountRegistryTest, RejectsBadMounts) {
+  testing::TempDir dir;
+  auto r = MountRegistry::Open(dir.path());
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->Add(Entry("/a/b", "file:///tmp")).ok());
+  EXPECT_EQ((*r)->Add(Entry("/a/b", "file:///tmp")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ((*r)->Add(Entry("/a", "file:///tmp")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ((*r)->Add(Entry("/a/b/c", "file:///tmp")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ((*r)->Add(Entry("relative", "file:///tmp")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->Add(Entry("/x/../y", "file:///tmp")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->Add(Entry("/", "file:///tmp")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->Add(Entry("/s", "s3://user:secret@bucket/x")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->Add(Entry("/s", "nonsense")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::MountEntry tiny = Entry("/t", "file:///tmp");
+  tiny.set_block_size(100);
+  EXPECT_EQ((*r)->Add(tiny).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->Get().version(), 1u);
+}
+
+TEST(MountRegistryTest, CorruptStateFileIsANamedError) {
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFile(dir.path() + "/mounts.textproto",
+                                 "mounts { this is not { text format")
+                  .ok());
+  EXPECT_EQ(MountRegistry::Open(dir.path()).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace larder

@@ -1,0 +1,146 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/master_link.h"
+
+#include <grpcpp/create_channel.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace larder {
+namespace {
+
+std::string KeyBytes(const BlockKey& key) {
+  std::string out(16, '\0');
+  std::memcpy(out.data(), &key.low, 8);
+  std::memcpy(out.data() + 8, &key.high, 8);
+  return out;
+}
+
+void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(d));
+}
+
+}  // namespace
+
+MasterLink::MasterLink(Options options, BlockStore* store, MountTable* mounts)
+    : options_(std::move(options)), store_(store), mounts_(mounts) {
+  stub_ = v1::Master::NewStub(
+      grpc::CreateChannel(options_.master, grpc::InsecureChannelCredentials()));
+  // A request for an unknown mount pulls the master's table at once (at most
+  // every 200 ms), instead of failing until the next heartbeat.
+  mounts_->SetMissHook([this] {
+    {
+      absl::MutexLock lock(&sync_mu_);
+      if (absl::Now() - last_forced_sync_ < absl::Milliseconds(200)) return;
+      last_forced_sync_ = absl::Now();
+    }
+    SyncMounts(0).IgnoreError();
+  });
+  thread_ = std::thread([this] { Loop(); });
+}
+
+MasterLink::~MasterLink() {
+  mounts_->SetMissHook(nullptr);
+  stopping_ = true;
+  thread_.join();
+}
+
+absl::Status MasterLink::Register() {
+  v1::RegisterWorkerRequest req;
+  *req.mutable_worker() = options_.self;
+  store_->DrainJournal(nullptr, nullptr);  // The full report supersedes it.
+  for (const BlockKey& k : store_->CachedKeys())
+    req.add_cached_blocks(KeyBytes(k));
+  v1::RegisterWorkerResponse resp;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(10));
+  LARDER_RETURN_IF_ERROR(
+      FromGrpcStatus(stub_->RegisterWorker(&ctx, req, &resp)));
+  interval_ = absl::Milliseconds(std::max<uint32_t>(100, resp.heartbeat_ms()));
+  registered_ = true;
+  LARDER_LOG(INFO, "worker.registered")
+      .Field("master", options_.master)
+      .Field("blocks", req.cached_blocks_size())
+      .Field("ring_version", resp.ring_version());
+  return SyncMounts(resp.mounts_version());
+}
+
+absl::Status MasterLink::SyncMounts(uint64_t version) {
+  absl::MutexLock lock(&sync_mu_);
+  if (version != 0 && version == mounts_version_) return absl::OkStatus();
+  v1::MountTable table;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(10));
+  LARDER_RETURN_IF_ERROR(
+      FromGrpcStatus(stub_->GetMounts(&ctx, v1::GetMountsRequest(), &table)));
+  absl::Status first;
+  for (const v1::MountEntry& m : table.mounts()) {
+    absl::StatusOr<Mount> have = mounts_->Find(m.path());
+    if (have.ok() && have->uri == m.uri() && have->block_size == m.block_size())
+      continue;
+    UnderStoreOptions o = options_.store_options;
+    absl::string_view ref = m.credentials();
+    if (absl::ConsumePrefix(&ref, "profile:")) {
+      absl::StatusOr<AwsCredentials> c = LoadAwsCredentials(ref, o.env);
+      if (!c.ok()) {
+        first.Update(c.status());
+        continue;
+      }
+      o.aws_credentials = *c;
+    }
+    absl::Status st = mounts_->Add(m.path(), m.uri(), m.block_size(), o);
+    if (!st.ok()) {
+      LARDER_LOG(ERROR, "worker.mount")
+          .Field("path", m.path())
+          .Field("status", st);
+      first.Update(st);
+    }
+  }
+  mounts_->RetainOnly(table);
+  if (first.ok()) mounts_version_ = table.version();
+  return first;
+}
+
+void MasterLink::Loop() {
+  while (!stopping_) {
+    absl::Status st;
+    if (!registered_) {
+      st = Register();
+    } else {
+      v1::HeartbeatRequest req;
+      req.set_worker_id(options_.self.id());
+      std::vector<BlockKey> added, removed;
+      store_->DrainJournal(&added, &removed);
+      for (const BlockKey& k : added) req.add_added_blocks(KeyBytes(k));
+      for (const BlockKey& k : removed) req.add_removed_blocks(KeyBytes(k));
+      v1::HeartbeatResponse resp;
+      grpc::ClientContext ctx;
+      Deadline(&ctx, absl::Seconds(5));
+      st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
+      if (st.ok() && resp.reregister()) {
+        registered_ = false;
+        st = Register();
+      } else if (st.ok()) {
+        st = SyncMounts(resp.mounts_version());
+      } else {
+        registered_ = false;  // Re-register with a full report when it is back.
+      }
+    }
+    if (!st.ok())
+      LARDER_LOG(WARNING, "worker.master")
+          .Field("master", options_.master)
+          .Field("status", st);
+    const absl::Time until = absl::Now() + interval_;
+    while (!stopping_ && absl::Now() < until)
+      absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+}  // namespace larder

@@ -1,0 +1,66 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: master_link.h
+// -----------------------------------------------------------------------------
+//
+// A worker's tie to the master: registers (with a full report of the blocks
+// it holds), heartbeats with the blocks added and removed since, re-registers
+// when the master forgot it (a master restart), and keeps the worker's mount
+// table equal to the master's (opening the under-store of each new mount).
+// Runs on its own thread; a master that is down is retried every heartbeat,
+// and the worker keeps serving meanwhile.
+#ifndef LARDER_WORKER_MASTER_LINK_H_
+#define LARDER_WORKER_MASTER_LINK_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/master.grpc.pb.h"
+#include "understore/options.h"
+#include "worker/block_store.h"
+#include "worker/mount_table.h"
+
+namespace larder {
+
+class MasterLink {
+ public:
+  struct Options {
+    std::string master;  // host:port
+    v1::WorkerInfo self;
+    UnderStoreOptions store_options;
+  };
+  // `store` and `mounts` must outlive the link.
+  MasterLink(Options options, BlockStore* store, MountTable* mounts);
+  ~MasterLink();
+
+  // True once registered with the current master.
+  bool registered() const { return registered_.load(); }
+
+ private:
+  void Loop();
+  absl::Status Register();
+  // Brings the worker's mount table to the master's `version` (0: whatever
+  // the master has now). Serialized by sync_mu_.
+  absl::Status SyncMounts(uint64_t version);
+
+  const Options options_;
+  BlockStore* const store_;
+  MountTable* const mounts_;
+  std::unique_ptr<v1::Master::Stub> stub_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> registered_{false};
+  absl::Mutex sync_mu_;
+  uint64_t mounts_version_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  absl::Time last_forced_sync_ ABSL_GUARDED_BY(sync_mu_) = absl::InfinitePast();
+  absl::Duration interval_ = absl::Seconds(1);
+  std::thread thread_;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_MASTER_LINK_H_
