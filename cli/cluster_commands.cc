@@ -6,8 +6,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <thread>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -25,6 +28,8 @@
 #include "master/master.h"
 #include "proto/master.grpc.pb.h"
 
+ABSL_DECLARE_FLAG(int,
+                  parallel);  // store_command.cc: also used by `larder cp`.
 ABSL_DECLARE_FLAG(bool,
                   recursive);  // store_command.cc: also used by `larder ls`.
 
@@ -265,6 +270,97 @@ absl::Status RunCat(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
+// --- cp -------------------------------------------------------------------
+
+absl::Status RunCp(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(
+      WantArgs(args, 2, "larder cp PATH DEST_DIR [--parallel=8]"));
+  LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
+  const absl::Time start = absl::Now();
+  std::vector<FileInfo> files;
+  LARDER_ASSIGN_OR_RETURN(FileInfo root, client->Stat(args[0]));
+  std::string base = root.path;
+  if (root.is_dir) {
+    std::string token;
+    do {
+      LARDER_ASSIGN_OR_RETURN(
+          ListResult page,
+          client->List(root.path, token, 1000, /*recursive=*/true));
+      for (FileInfo& f : page.entries) {
+        if (!f.is_dir) files.push_back(std::move(f));
+      }
+      token = page.next_page_token;
+    } while (!token.empty());
+  } else {
+    base = root.path.substr(0, root.path.rfind('/'));
+    files.push_back(root);
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> bytes{0};
+  absl::Mutex mu;
+  absl::Status first;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(1, absl::GetFlag(FLAGS_parallel)); ++t) {
+    pool.emplace_back([&] {
+      std::vector<char> buf(8 << 20);
+      for (size_t i = next++; i < files.size(); i = next++) {
+        const FileInfo& f = files[i];
+        std::string target =
+            absl::StrCat(args[1], "/", f.path.substr(base.size() + 1));
+        absl::Status st = [&]() -> absl::Status {
+          std::error_code ec;
+          std::filesystem::create_directories(
+              std::filesystem::path(target).parent_path(), ec);
+          LARDER_ASSIGN_OR_RETURN(auto file, client->Open(f.path));
+          const std::string tmp = target + ".larder-tmp";
+          std::FILE* out = std::fopen(tmp.c_str(), "wb");
+          if (out == nullptr)
+            return absl::InternalError(absl::StrCat("cannot create ", tmp));
+          absl::Status rs;
+          for (uint64_t off = 0; off < file->info().size && rs.ok();) {
+            absl::StatusOr<size_t> n = file->Read(off, absl::MakeSpan(buf));
+            if (!n.ok()) {
+              rs = n.status();
+            } else if (std::fwrite(buf.data(), 1, *n, out) != *n) {
+              rs = absl::InternalError(
+                  absl::StrCat("write to ", tmp, " failed"));
+            } else {
+              off += *n;
+            }
+          }
+          if (std::fclose(out) != 0 && rs.ok())
+            rs = absl::InternalError("close failed");
+          if (rs.ok() && std::rename(tmp.c_str(), target.c_str()) != 0)
+            rs = absl::InternalError("rename failed");
+          if (!rs.ok()) std::remove(tmp.c_str());
+          bytes += rs.ok() ? file->info().size : 0;
+          return rs;
+        }();
+        if (!st.ok()) {
+          absl::MutexLock l(&mu);
+          if (first.ok())
+            first = absl::Status(st.code(),
+                                 absl::StrCat(f.path, ": ", st.message()));
+          next = files.size();
+        }
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  LARDER_RETURN_IF_ERROR(first);
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  ClientStats cs = client->stats();
+  std::printf(
+      "copied %zu files, %s in %.2f s (%.1f MB/s); blocks: %llu short-circuit, "
+      "%llu gRPC, %llu under-store\n",
+      files.size(), FormatBytes(bytes.load()).c_str(), secs,
+      bytes.load() / secs / 1e6,
+      static_cast<unsigned long long>(cs.blocks_short_circuit),
+      static_cast<unsigned long long>(cs.blocks_grpc),
+      static_cast<unsigned long long>(cs.blocks_under_store));
+  return absl::OkStatus();
+}
+
 // --- load / invalidate ------------------------------------------------------
 
 void PrintProgress(const v1::LoadStatus& s, bool final) {
@@ -441,6 +537,9 @@ const Command kStatCommand = {"stat",
                               "larder stat PATH\n", &RunStat};
 const Command kCatCommand = {"cat", "read a file through the cache to stdout",
                              "larder cat PATH\n", &RunCat};
+const Command kCpCommand = {
+    "cp", "copy a cluster path to a local directory through the cache",
+    "larder cp PATH DEST_DIR [--parallel=8]\n", &RunCp};
 const Command kLoadCommand = {"load",
                               "warm a path across the cluster, with progress",
                               "larder load PATH [--wait=true]\n", &RunLoad};

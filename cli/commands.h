@@ -33,8 +33,8 @@ extern const Command kStoreCommand;
 extern const Command kWorkerCommand;
 // Cluster commands (cluster_commands.cc).
 extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
-    kStatCommand, kCatCommand, kLoadCommand, kInvalidateCommand, kStatsCommand,
-    kRingCommand;
+    kStatCommand, kCatCommand, kCpCommand, kLoadCommand, kInvalidateCommand,
+    kStatsCommand, kRingCommand;
 
 // The master address: --master, else $LARDER_MASTER, else "" (standalone).
 std::string MasterAddress();

@@ -8,6 +8,7 @@
 #include <grpcpp/create_channel.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 
@@ -165,7 +166,7 @@ class ClientImpl final : public Client {
     for (int attempt = 0; attempt < 2;
          ++attempt) {  // Second pass: after a ring refresh.
       for (const v1::WorkerInfo& w :
-           Owners(id, options_.max_workers_per_block)) {
+           HealthyFirst(Owners(id, options_.max_workers_per_block))) {
         absl::StatusOr<size_t> n = ReadFromWorker(w, id, offset, out);
         if (n.ok() && *n == out.size()) return absl::OkStatus();
         if (n.ok()) {
@@ -177,10 +178,7 @@ class ClientImpl final : public Client {
           if (!WorkerFailure(last)) return last;
         }
         ++failovers_;
-        LARDER_LOG(WARNING, "client.failover")
-            .Field("block", id.DebugString())
-            .Field("worker", w.id())
-            .Field("status", last);
+        MarkSuspect(w, last);
       }
       if (attempt == 0 && !RefreshRing(/*force=*/true).ok()) break;
     }
@@ -191,6 +189,38 @@ class ClientImpl final : public Client {
     absl::Status st = ReadFromUnderStore(id, offset, out);
     if (st.ok()) ++under_store_blocks_;
     return st;
+  }
+
+  // A worker that just failed is tried after the others for a while (until
+  // the master's ring drops it, or it answers again), so a dead owner costs
+  // one failed connection, not one per block.
+  void MarkSuspect(const v1::WorkerInfo& w, const absl::Status& why) {
+    bool first;
+    {
+      absl::MutexLock lock(&mu_);
+      absl::Time& until = suspect_until_[w.id()];
+      first = until < absl::Now();
+      until = absl::Now() + absl::Seconds(5);
+    }
+    if (first) {
+      LARDER_LOG(WARNING, "client.failover")
+          .Field("worker", w.id())
+          .Field("address", w.address())
+          .Field("status", why)
+          .Field("for", absl::Seconds(5));
+    }
+  }
+
+  std::vector<v1::WorkerInfo> HealthyFirst(
+      std::vector<v1::WorkerInfo> workers) {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    std::stable_partition(
+        workers.begin(), workers.end(), [&](const v1::WorkerInfo& w) {
+          auto it = suspect_until_.find(w.id());
+          return it == suspect_until_.end() || it->second < now;
+        });
+    return workers;
   }
 
   void Readahead(const std::vector<BlockId>& ids) {
@@ -394,6 +424,8 @@ class ClientImpl final : public Client {
                       std::vector<std::unique_ptr<ShortCircuitClient>>>
       short_circuit_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<UnderStore>> fallback_stores_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::Time> suspect_until_
       ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> sc_blocks_{0}, grpc_blocks_{0}, under_store_blocks_{0},
       failovers_{0}, ring_refreshes_{0};

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
+#include "tests/testing/worker_process.h"
 #include "understore/factory.h"
 #include "understore/s3_store.h"
 
@@ -106,6 +107,53 @@ TEST(CliTest, CopiesADatasetOutOfS3) {
   EXPECT_EQ(r.exit_code, 4) << r.output;
   EXPECT_THAT(r.output, HasSubstr("PERMISSION_DENIED"));
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("BadSecret1234")));
+}
+
+TEST(CliTest, EveryCommandHasHelp) {
+  for (const char* cmd :
+       {"master", "worker", "mount", "unmount", "ls", "stat", "cat", "cp",
+        "load", "invalidate", "stats", "ring", "store"}) {
+    CliResult r = RunLarder(absl::StrCat(cmd, " --help"));
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_THAT(r.output, HasSubstr("larder")) << cmd;
+  }
+}
+
+TEST(CliTest, ClusterCommandsNameTheirErrors) {
+  const std::string nowhere =
+      absl::StrCat("--master=127.0.0.1:", testing::PickFreePort());
+  for (const char* cmd :
+       {"ls /", "stat /x", "ring", "stats", "mount", "load /x"}) {
+    CliResult r = RunLarder(absl::StrCat(cmd, " ", nowhere));
+    EXPECT_EQ(r.exit_code, 5) << cmd << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("cannot reach the Larder master")) << cmd;
+  }
+  auto master = testing::MasterProcess::Start();
+  ASSERT_TRUE(master.ok()) << master.status();
+  const std::string at = absl::StrCat("--master=", (*master)->address());
+  testing::TempDir data;
+  ASSERT_TRUE(testing::WriteFile(data.path() + "/d/a.txt", "hello").ok());
+  CliResult r = RunLarder(absl::StrCat("mount /data not-a-uri ", at));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("bad under-store URI"));
+  r = RunLarder(absl::StrCat("mount /data file://", data.path(), "/d ", at));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunLarder(absl::StrCat("mount /data/sub file:///tmp ", at));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("overlaps the existing mount"));
+  r = RunLarder(absl::StrCat("stat /elsewhere/x ", at));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("no mount holds"));
+  r = RunLarder(absl::StrCat("stat /data/missing.txt ", at));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  r = RunLarder(absl::StrCat("stat /data/a.txt ", at));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("size:       5"));
+  r = RunLarder(absl::StrCat("unmount /nope ", at));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  r = RunLarder(absl::StrCat("ls /data ", at));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("/data/a.txt"));
 }
 
 }  // namespace

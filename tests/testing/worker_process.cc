@@ -69,4 +69,45 @@ absl::StatusOr<double> WorkerProcess::Metric(const std::string& series) const {
   return absl::NotFoundError(absl::StrCat("no metric ", series));
 }
 
+absl::StatusOr<std::unique_ptr<MasterProcess>> MasterProcess::Start(
+    std::vector<std::string> flags, std::vector<std::string> env) {
+  std::unique_ptr<MasterProcess> m(new MasterProcess);
+  m->flags_ = std::move(flags);
+  m->env_ = std::move(env);
+  m->state_ = m->dir_.path() + "/state";
+  m->log_ = m->dir_.path() + "/master.log";
+  m->port_ = PickFreePort();
+  m->metrics_port_ = PickFreePort();
+  absl::Status st = m->Launch();
+  if (!st.ok()) return st;
+  return m;
+}
+
+absl::Status MasterProcess::Launch() {
+  std::vector<std::string> argv = {
+      LARDER_CLI_BINARY, "master",
+      absl::StrCat("--master_listen=127.0.0.1:", port_),
+      absl::StrCat("--master_metrics_listen=127.0.0.1:", metrics_port_),
+      absl::StrCat("--state_dir=", state_)};
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  absl::Status st = process_.Start(argv, log_, env_);
+  if (!st.ok()) return st;
+  const int port = port_;
+  if (!WaitFor([&] { return PortAccepts(port); }, absl::Seconds(30))) {
+    auto log = ReadFile(log_);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "master did not start; log:\n", log.ok() ? *log : "(none)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MasterProcess::Restart() {
+  process_.Stop(9);
+  return Launch();
+}
+
+std::string MasterProcess::address() const {
+  return absl::StrCat("127.0.0.1:", port_);
+}
+
 }  // namespace larder::testing

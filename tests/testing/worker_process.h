@@ -54,6 +54,28 @@ class WorkerProcess {
   Subprocess process_;
 };
 
+// A real `larder master` process; Restart keeps its state directory.
+class MasterProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<MasterProcess>> Start(
+      std::vector<std::string> flags = {}, std::vector<std::string> env = {});
+  ~MasterProcess() { process_.Stop(9); }
+  void Kill(int signal = 9) { process_.Stop(signal); }
+  absl::Status Restart();
+  std::string address() const;  // 127.0.0.1:PORT
+  const std::string& state_dir() const { return state_; }
+  const std::string& log_path() const { return log_; }
+
+ private:
+  MasterProcess() = default;
+  absl::Status Launch();
+  TempDir dir_;
+  std::vector<std::string> flags_, env_;
+  std::string state_, log_;
+  int port_ = 0, metrics_port_ = 0;
+  Subprocess process_;
+};
+
 }  // namespace larder::testing
 
 #endif  // LARDER_TESTS_TESTING_WORKER_PROCESS_H_

@@ -1,0 +1,297 @@
+// Copyright 2026 The Larder Authors.
+//
+// A real cluster: a master and three worker processes over a real s3rver, read
+// by larder::Client instances in this process.
+#include <grpcpp/create_channel.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "larder/client.h"
+#include "master/membership.h"
+#include "proto/master.grpc.pb.h"
+#include "tests/testing/process.h"
+#include "tests/testing/s3rver.h"
+#include "tests/testing/worker_process.h"
+#include "understore/factory.h"
+#include "understore/s3_store.h"
+
+namespace larder {
+namespace {
+
+constexpr uint64_t kBlock =
+    1 << 20;  // Below 2 MiB: one ranged GET per block fetch.
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (size_t i = 0; i < n; i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(&s[i], &x, std::min<size_t>(8, n - i));
+  }
+  return s;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Every process, this one included (under-store fallback), uses s3rver's
+    // keys.
+    ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    auto server = testing::S3rver::Start("cluster");
+    ASSERT_TRUE(server.ok()) << server.status();
+    s3_ = std::move(*server);
+    UnderStoreOptions o;
+    o.aws_credentials = testing::S3rver::Credentials();
+    auto store = OpenUnderStore(s3_->Uri("ds"), o);
+    ASSERT_TRUE(store.ok());
+    store_.reset(static_cast<S3Store*>(store->release()));
+    for (int i = 0; i < 12; ++i) {
+      const std::string path =
+          absl::StrCat("train/c", i % 3, "/sample-", i, ".bin");
+      files_[path] =
+          Pattern(300000 + i * 250000, i);  // 0.3 to 3 MiB: 1 to 3 blocks.
+      ASSERT_TRUE(store_->Put(path, files_[path]).ok());
+    }
+    auto master = testing::MasterProcess::Start(
+        {"--heartbeat_timeout=2s", "--heartbeat_interval=200ms"},
+        {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+    ASSERT_TRUE(master.ok()) << master.status();
+    master_ = std::move(*master);
+    for (int w = 0; w < 3; ++w) {
+      auto worker = testing::WorkerProcess::Start(
+          {absl::StrCat("--master=", master_->address()),
+           absl::StrCat("--worker_id=w", w), "--ram_capacity=256MiB",
+           "--retry_max_attempts=2"},
+          {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+      ASSERT_TRUE(worker.ok()) << worker.status();
+      workers_.push_back(std::move(*worker));
+    }
+    stub_ = v1::Master::NewStub(grpc::CreateChannel(
+        master_->address(), grpc::InsecureChannelCredentials()));
+    ASSERT_TRUE(WaitForWorkers(3));
+    v1::AddMountRequest req;
+    req.mutable_mount()->set_path("/datasets/ds");
+    req.mutable_mount()->set_uri(s3_->Uri("ds"));
+    req.mutable_mount()->set_block_size(kBlock);
+    req.mutable_mount()->set_metadata_ttl_ms(1000);
+    v1::MountTable table;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->AddMount(&ctx, req, &table).ok());
+  }
+
+  v1::Ring Ring() {
+    v1::Ring ring;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    stub_->GetRing(&ctx, v1::GetRingRequest(), &ring).ok();
+    return ring;
+  }
+
+  bool WaitForWorkers(int n) {
+    return testing::WaitFor([&] { return Ring().workers_size() == n; },
+                            absl::Seconds(20));
+  }
+
+  std::unique_ptr<Client> Connect(const std::string& node) {
+    ClientOptions o;
+    o.master = master_->address();
+    o.node =
+        node;  // "elsewhere": read over gRPC; the host name: short-circuit.
+    o.ring_refresh = absl::Milliseconds(200);
+    o.worker_timeout = absl::Seconds(10);
+    auto c = Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // Reads every file whole and checks it; returns the number of mismatches.
+  int ReadAndCheck(Client& client) {
+    int bad = 0;
+    for (const auto& [path, data] : files_) {
+      auto f = client.Open("/datasets/ds/" + path);
+      if (!f.ok()) {
+        ADD_FAILURE() << path << ": " << f.status();
+        ++bad;
+        continue;
+      }
+      std::string buf(data.size(), '\0');
+      auto n = (*f)->Read(0, absl::MakeSpan(buf));
+      if (!n.ok() || *n != data.size() || buf != data) {
+        ADD_FAILURE() << path << ": "
+                      << (n.ok() ? "wrong bytes" : n.status().ToString());
+        ++bad;
+      }
+    }
+    return bad;
+  }
+
+  std::unique_ptr<testing::S3rver> s3_;
+  std::unique_ptr<S3Store> store_;
+  std::map<std::string, std::string> files_;
+  std::unique_ptr<testing::MasterProcess> master_;
+  std::vector<std::unique_ptr<testing::WorkerProcess>> workers_;
+  std::unique_ptr<v1::Master::Stub> stub_;
+};
+
+TEST_F(ClusterTest, TwoClientsReadingConcurrentlyFetchEachBlockOnce) {
+  auto remote = Connect("elsewhere");
+  auto local = Connect("");  // This host: short-circuit to the owners.
+  ASSERT_TRUE(remote && local);
+  std::atomic<int> bad{0};
+  std::thread a([&] { bad += ReadAndCheck(*remote); });
+  std::thread b([&] { bad += ReadAndCheck(*local); });
+  a.join();
+  b.join();
+  EXPECT_EQ(bad.load(), 0);
+  // s3rver's own log: exactly one ranged GET per block of every file.
+  for (const auto& [path, data] : files_) {
+    const std::string name = path.substr(path.rfind('/') + 1);
+    EXPECT_EQ(s3_->CountRequests(name + " 206"),
+              static_cast<int>(BlockCount(data.size(), kBlock)))
+        << path;
+  }
+  EXPECT_GT(remote->stats().blocks_grpc, 0u);
+  EXPECT_EQ(remote->stats().blocks_short_circuit, 0u);
+  EXPECT_GT(local->stats().blocks_short_circuit, 0u);
+  EXPECT_EQ(
+      remote->stats().blocks_under_store + local->stats().blocks_under_store,
+      0u);
+}
+
+TEST_F(ClusterTest, KilledWorkerDuringReadsNeverFailsARead) {
+  auto client = Connect("elsewhere");
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(ReadAndCheck(*client), 0);  // Warm.
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, rounds{0};
+  std::thread reader([&] {
+    while (!stop) {
+      bad += ReadAndCheck(*client);
+      ++rounds;
+    }
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return rounds >= 1; }, absl::Seconds(30)));
+  workers_[1]->Kill(SIGKILL);
+  const int at_kill = rounds;
+  ASSERT_TRUE(WaitForWorkers(2)) << "the ring must drop the dead worker";
+  ASSERT_TRUE(testing::WaitFor([&] { return rounds >= at_kill + 3; },
+                               absl::Seconds(60)));
+  stop = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(client->stats().failovers, 0u);
+  const v1::Ring ring = Ring();  // Not a temporary: the loop refers into it.
+  for (const auto& w : ring.workers()) EXPECT_NE(w.id(), "w1");
+}
+
+TEST_F(ClusterTest, MasterRestartKeepsMountsAndRebuildsPlacement) {
+  auto client = Connect("elsewhere");
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(ReadAndCheck(*client), 0);
+  // Where is the first block of a file cached, by the master's index?
+  auto info = client->Stat("/datasets/ds/train/c0/sample-0.bin");
+  ASSERT_TRUE(info.ok());
+  BlockId id{"/datasets/ds", "train/c0/sample-0.bin", info->version, 0, kBlock,
+             info->size};
+  auto locate = [&]() -> std::vector<std::string> {
+    v1::LocateRequest req;
+    req.add_block_keys(KeyToBytes(id.Key()));
+    v1::LocateResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    if (!stub_->Locate(&ctx, req, &resp).ok() || resp.locations_size() != 1)
+      return {};
+    return {resp.locations(0).worker_ids().begin(),
+            resp.locations(0).worker_ids().end()};
+  };
+  ASSERT_TRUE(testing::WaitFor([&] { return locate().size() == 1; },
+                               absl::Seconds(10)));
+  const std::vector<std::string> before = locate();
+
+  ASSERT_TRUE(master_->Restart().ok());
+  stub_ = v1::Master::NewStub(grpc::CreateChannel(
+      master_->address(), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(WaitForWorkers(3))
+      << "workers re-register with the restarted master";
+  v1::MountTable table;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->GetMounts(&ctx, v1::GetMountsRequest(), &table).ok());
+  ASSERT_EQ(table.mounts_size(), 1);
+  EXPECT_EQ(table.mounts(0).path(), "/datasets/ds");
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return locate() == before; }, absl::Seconds(10)))
+      << "placement rebuilt from the workers' full reports";
+  // Reads go on, all from the caches.
+  const int gets = s3_->CountRequests(" 206");
+  EXPECT_EQ(ReadAndCheck(*client), 0);
+  EXPECT_EQ(s3_->CountRequests(" 206"), gets);
+}
+
+TEST_F(ClusterTest, ReplacedObjectIsSeenAfterTheTtlAndNeverMixed) {
+  auto client = Connect("elsewhere");
+  ASSERT_NE(client, nullptr);
+  const std::string path = "train/c1/sample-4.bin";
+  auto old_file = client->Open("/datasets/ds/" + path);
+  ASSERT_TRUE(old_file.ok());
+  std::string buf(files_[path].size(), '\0');
+  ASSERT_TRUE((*old_file)->Read(0, absl::MakeSpan(buf)).ok());
+  ASSERT_TRUE(buf == files_[path]);
+
+  const std::string fresh =
+      Pattern(files_[path].size(), 99);  // Same size, new bytes.
+  ASSERT_TRUE(store_->Put(path, fresh).ok());
+  // The open file is pinned to the old version: it may still serve cached old
+  // blocks, or fail with FailedPrecondition; it never returns new bytes.
+  auto again = (*old_file)->Read(0, absl::MakeSpan(buf));
+  if (again.ok()) {
+    EXPECT_TRUE(buf == files_[path]);
+  } else {
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition)
+        << again.status();
+  }
+  // After the metadata TTL (1 s), a new Open sees the new version, whole.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto f = client->Open("/datasets/ds/" + path);
+        return f.ok() && (*f)->info().version != (*old_file)->info().version;
+      },
+      absl::Seconds(10)));
+  auto f = client->Open("/datasets/ds/" + path);
+  ASSERT_TRUE(f.ok());
+  std::string now(fresh.size(), '\0');
+  auto n = (*f)->Read(0, absl::MakeSpan(now));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(now == fresh);
+}
+
+TEST_F(ClusterTest, ClearErrors) {
+  auto client = Connect("elsewhere");
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->Open("/datasets/ds/no/such/file").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(client->Open("/not-mounted/x").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(client->Open("/datasets/ds/train").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ClientOptions o;
+  o.master = absl::StrCat("127.0.0.1:", testing::PickFreePort());
+  auto nobody = Client::Connect(o);
+  EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(nobody.status().message()),
+              ::testing::HasSubstr("cannot reach the Larder master"));
+}
+
+}  // namespace
+}  // namespace larder
