@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/block_proto.h"
 #include "common/fd_socket.h"
 #include "common/status_macros.h"
 #include "proto/worker.pb.h"
@@ -32,13 +33,7 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
   req.set_op(v1::ShortCircuitRequest::OPEN);
   req.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
   for (size_t i = 0; i < n; ++i) {
-    v1::BlockRef* ref = req.add_blocks();
-    ref->set_mount(ids[i].mount);
-    ref->set_path(ids[i].path);
-    ref->set_version(ids[i].version);
-    ref->set_index(ids[i].index);
-    ref->set_block_size(ids[i].block_size);
-    ref->set_object_size(ids[i].object_size);
+    ToProto(ids[i], req.add_blocks());
   }
   std::string frame;
   std::vector<int> fds;

@@ -9,19 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/block_proto.h"
 #include "common/grpc_status.h"
 
 namespace larder {
 namespace {
-
-void ToRef(const BlockId& id, v1::BlockRef* ref) {
-  ref->set_mount(id.mount);
-  ref->set_path(id.path);
-  ref->set_version(id.version);
-  ref->set_index(id.index);
-  ref->set_block_size(id.block_size);
-  ref->set_object_size(id.object_size);
-}
 
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() +
@@ -203,7 +195,7 @@ absl::StatusOr<size_t> WorkerClient::ReadBlock(const BlockId& id,
                                                absl::Duration timeout,
                                                std::string* source) {
   v1::ReadBlockRequest req;
-  ToRef(id, req.mutable_block());
+  ToProto(id, req.mutable_block());
   req.set_offset(offset);
   req.set_length(buffer.size());
   grpc::ClientContext ctx;
@@ -221,7 +213,7 @@ absl::StatusOr<size_t> WorkerClient::ReadBlock(const BlockId& id,
 absl::Status WorkerClient::CacheBlocks(const std::vector<BlockId>& ids,
                                        bool wait, absl::Duration timeout) {
   v1::CacheBlocksRequest req;
-  for (const BlockId& id : ids) ToRef(id, req.add_blocks());
+  for (const BlockId& id : ids) ToProto(id, req.add_blocks());
   req.set_wait(wait);
   v1::CacheBlocksResponse resp;
   grpc::ClientContext ctx;

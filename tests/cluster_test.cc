@@ -28,17 +28,7 @@ namespace {
 constexpr uint64_t kBlock =
     1 << 20;  // Below 2 MiB: one ranged GET per block fetch.
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
-  for (size_t i = 0; i < n; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(&s[i], &x, std::min<size_t>(8, n - i));
-  }
-  return s;
-}
+using testing::PatternBytes;
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -59,7 +49,7 @@ class ClusterTest : public ::testing::Test {
       const std::string path =
           absl::StrCat("train/c", i % 3, "/sample-", i, ".bin");
       files_[path] =
-          Pattern(300000 + i * 250000, i);  // 0.3 to 3 MiB: 1 to 3 blocks.
+          PatternBytes(300000 + i * 250000, i);  // 0.3 to 3 MiB: 1 to 3 blocks.
       ASSERT_TRUE(store_->Put(path, files_[path]).ok());
     }
     auto master = testing::MasterProcess::Start(
@@ -250,7 +240,7 @@ TEST_F(ClusterTest, ReplacedObjectIsSeenAfterTheTtlAndNeverMixed) {
   ASSERT_TRUE(buf == files_[path]);
 
   const std::string fresh =
-      Pattern(files_[path].size(), 99);  // Same size, new bytes.
+      PatternBytes(files_[path].size(), 99);  // Same size, new bytes.
   ASSERT_TRUE(store_->Put(path, fresh).ok());
   // The open file is pinned to the old version: it may still serve cached old
   // blocks, or fail with FailedPrecondition; it never returns new bytes.

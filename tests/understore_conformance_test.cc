@@ -90,17 +90,7 @@ class S3Env : public BackendEnv {
   std::unique_ptr<S3Store> store_;
 };
 
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x);
-  }
-  return s;
-}
+using testing::PatternBytes;
 
 constexpr int kManyKeys = 1100;  // More than one S3 listing page (1000).
 constexpr size_t kBigSize = 3 * 1024 * 1024 + 12345;
@@ -134,10 +124,10 @@ class ConformanceTest : public ::testing::TestWithParam<std::string> {
     for (auto [path, data] : std::vector<std::pair<std::string, std::string>>{
              {"small.txt", "hello, larder"},
              {"empty", ""},
-             {"big.bin", Pattern(kBigSize, 7)},
-             {"dir/a.jpg", Pattern(1000, 1)},
-             {"dir/sub/b.jpg", Pattern(2000, 2)},
-             {"dir/sub/deeper/c.jpg", Pattern(3, 3)},
+             {"big.bin", PatternBytes(kBigSize, 7)},
+             {"dir/a.jpg", PatternBytes(1000, 1)},
+             {"dir/sub/b.jpg", PatternBytes(2000, 2)},
+             {"dir/sub/deeper/c.jpg", PatternBytes(3, 3)},
              {"odd names/日本語 file+1.txt", "unicode"},
          }) {
       if (auto st = env.Put(path, data); !st.ok()) return st;
@@ -257,7 +247,7 @@ TEST_P(ConformanceTest, PaginatedListingOfMoreThan1000Keys) {
 }
 
 TEST_P(ConformanceTest, RangedReadsAtOddOffsetsAreByteExact) {
-  const std::string expect = Pattern(kBigSize, 7);
+  const std::string expect = PatternBytes(kBigSize, 7);
   auto info = store().Stat("big.bin");
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_EQ(info->size, kBigSize);
@@ -291,7 +281,7 @@ TEST_P(ConformanceTest, RangedReadsAtOddOffsetsAreByteExact) {
 }
 
 TEST_P(ConformanceTest, ConcurrentReadersGetTheirOwnBytes) {
-  const std::string expect = Pattern(kBigSize, 7);
+  const std::string expect = PatternBytes(kBigSize, 7);
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -311,10 +301,10 @@ TEST_P(ConformanceTest, ConcurrentReadersGetTheirOwnBytes) {
 }
 
 TEST_P(ConformanceTest, ObjectReplacedBetweenStatAndRead) {
-  ASSERT_TRUE(env_->Put("replaced.bin", Pattern(5000, 11)).ok());
+  ASSERT_TRUE(env_->Put("replaced.bin", PatternBytes(5000, 11)).ok());
   auto before = store().Stat("replaced.bin");
   ASSERT_TRUE(before.ok());
-  ASSERT_TRUE(env_->Put("replaced.bin", Pattern(5000, 12))
+  ASSERT_TRUE(env_->Put("replaced.bin", PatternBytes(5000, 12))
                   .ok());  // Same size, new bytes.
   std::string buf(100, '\0');
   auto r = store().ReadRange("replaced.bin", 10, absl::MakeSpan(buf),
@@ -328,7 +318,7 @@ TEST_P(ConformanceTest, ObjectReplacedBetweenStatAndRead) {
   auto n = store().ReadRange("replaced.bin", 10, absl::MakeSpan(buf),
                              after->version);
   ASSERT_TRUE(n.ok()) << n.status();
-  EXPECT_EQ(buf, Pattern(5000, 12).substr(10, 100));
+  EXPECT_EQ(buf, PatternBytes(5000, 12).substr(10, 100));
 }
 
 TEST_P(ConformanceTest, EscapingPathsAreRejected) {

@@ -34,17 +34,7 @@ constexpr uint64_t kBlock = 4 << 20;
 constexpr uint64_t kObjectSize =
     2 * kBlock + 123457;  // Three blocks, the last one short.
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  uint64_t x = 88172645463325252ull + seed;
-  for (size_t i = 0; i < n; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(&s[i], &x, std::min<size_t>(8, n - i));
-  }
-  return s;
-}
+using testing::PatternBytes;
 
 class WorkerTest : public ::testing::Test {
  protected:
@@ -57,7 +47,7 @@ class WorkerTest : public ::testing::Test {
     auto store = OpenUnderStore(s3_->Uri("ds"), o);
     ASSERT_TRUE(store.ok());
     store_.reset(static_cast<S3Store*>(store->release()));
-    data_ = Pattern(kObjectSize, 1);
+    data_ = PatternBytes(kObjectSize, 1);
     auto v = store_->Put("shard-0.bin", data_);
     ASSERT_TRUE(v.ok()) << v.status();
     version_ = *v;

@@ -27,6 +27,24 @@ absl::string_view BlockSourceName(BlockSource source) {
   return "?";
 }
 
+void CountServed(WorkerMetrics* m, BlockSource source, uint64_t bytes,
+                 ServePath path) {
+  const double b = static_cast<double>(bytes);
+  switch (source) {
+    case BlockSource::kRam:
+      m->served_ram.Increment(b);
+      break;
+    case BlockSource::kNvme:
+      m->served_nvme.Increment(b);
+      break;
+    case BlockSource::kUnderStore:
+      m->served_under_store.Increment(b);
+      break;
+  }
+  (path == ServePath::kGrpc ? m->served_grpc : m->served_short_circuit)
+      .Increment(b);
+}
+
 absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Create(
     BlockStoreOptions options, const MountTable* mounts,
     WorkerMetrics* metrics) {

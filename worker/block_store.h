@@ -66,6 +66,12 @@ struct BlockStoreOptions {
 enum class BlockSource { kRam, kNvme, kUnderStore };
 absl::string_view BlockSourceName(BlockSource source);
 
+// Counts `bytes` served to a client: by the tier they came from and by the
+// path they took.
+enum class ServePath { kGrpc, kShortCircuit };
+void CountServed(WorkerMetrics* metrics, BlockSource source, uint64_t bytes,
+                 ServePath path);
+
 struct BlockRead {
   std::shared_ptr<const Block> block;
   BlockSource source;

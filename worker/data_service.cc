@@ -13,39 +13,7 @@
 
 namespace larder {
 
-BlockId FromProto(const v1::BlockRef& ref) {
-  return BlockId{ref.mount(), ref.path(),       ref.version(),
-                 ref.index(), ref.block_size(), ref.object_size()};
-}
-
-void ToProto(const BlockId& id, v1::BlockRef* ref) {
-  ref->set_mount(id.mount);
-  ref->set_path(id.path);
-  ref->set_version(id.version);
-  ref->set_index(id.index);
-  ref->set_block_size(id.block_size);
-  ref->set_object_size(id.object_size);
-}
-
-namespace {
-
-void CountServed(WorkerMetrics* m, BlockSource source, uint64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  switch (source) {
-    case BlockSource::kRam:
-      m->served_ram.Increment(b);
-      break;
-    case BlockSource::kNvme:
-      m->served_nvme.Increment(b);
-      break;
-    case BlockSource::kUnderStore:
-      m->served_under_store.Increment(b);
-      break;
-  }
-  m->served_grpc.Increment(b);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // Appends the protobuf varint encoding of `v`.
 void AppendVarint(std::string* out, uint64_t v) {
@@ -152,7 +120,7 @@ class ReadBlockReactor final
     };
     response_ = grpc::ByteBuffer(slices, n == 0 ? 1 : 2);
     first_ = false;
-    CountServed(service_->metrics_, source_, n);
+    CountServed(service_->metrics_, source_, n, ServePath::kGrpc);
     pos_ += n;
     StartWrite(&response_);
   }

@@ -20,15 +20,12 @@
 #ifndef LARDER_WORKER_DATA_SERVICE_H_
 #define LARDER_WORKER_DATA_SERVICE_H_
 
+#include "common/block_proto.h"
 #include "common/thread_pool.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/block_store.h"
 
 namespace larder {
-
-// Converts between the wire and the in-process block identity.
-BlockId FromProto(const v1::BlockRef& ref);
-void ToProto(const BlockId& id, v1::BlockRef* ref);
 
 class DataService final
     : public v1::WorkerData::WithRawCallbackMethod_ReadBlock<

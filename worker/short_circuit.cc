@@ -115,19 +115,7 @@ void ShortCircuitServer::Serve(int conn) {
         g->set_length(b.length());
         g->set_source(std::string(BlockSourceName(r->source)));
         fds.push_back(b.fd());
-        const double n = static_cast<double>(b.length());
-        metrics_->served_short_circuit.Increment(n);
-        switch (r->source) {
-          case BlockSource::kRam:
-            metrics_->served_ram.Increment(n);
-            break;
-          case BlockSource::kNvme:
-            metrics_->served_nvme.Increment(n);
-            break;
-          case BlockSource::kUnderStore:
-            metrics_->served_under_store.Increment(n);
-            break;
-        }
+        CountServed(metrics_, r->source, b.length(), ServePath::kShortCircuit);
         hold.push_back(std::move(r->block));
       }
     }

@@ -59,6 +59,18 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::string PatternBytes(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (size_t i = 0; i < n; i += 8) {
+    x ^= x << 13;  // xorshift64
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(&s[i], &x, std::min<size_t>(8, n - i));
+  }
+  return s;
+}
+
 int PickFreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

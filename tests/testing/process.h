@@ -43,6 +43,10 @@ class TempDir {
 absl::Status WriteFile(const std::string& path, absl::string_view data);
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// `n` pseudo-random bytes, the same for the same seed (test data that a
+// shifted or mixed-up range cannot match by accident).
+std::string PatternBytes(size_t n, uint64_t seed);
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int PickFreePort();
 

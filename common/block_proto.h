@@ -1,0 +1,30 @@
+// Copyright 2026 The Larder Authors.
+//
+// Conversion between BlockId (common/block_key.h) and its wire form,
+// v1::BlockRef (proto/worker.proto). Shared by the worker, the client and the
+// master, so every process names a block the same way.
+#ifndef LARDER_COMMON_BLOCK_PROTO_H_
+#define LARDER_COMMON_BLOCK_PROTO_H_
+
+#include "common/block_key.h"
+#include "proto/worker.pb.h"
+
+namespace larder {
+
+inline BlockId FromProto(const v1::BlockRef& ref) {
+  return BlockId{ref.mount(), ref.path(),       ref.version(),
+                 ref.index(), ref.block_size(), ref.object_size()};
+}
+
+inline void ToProto(const BlockId& id, v1::BlockRef* ref) {
+  ref->set_mount(id.mount);
+  ref->set_path(id.path);
+  ref->set_version(id.version);
+  ref->set_index(id.index);
+  ref->set_block_size(id.block_size);
+  ref->set_object_size(id.object_size);
+}
+
+}  // namespace larder
+
+#endif  // LARDER_COMMON_BLOCK_PROTO_H_
