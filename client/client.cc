@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 
 #include "absl/base/thread_annotations.h"
@@ -165,8 +166,8 @@ class ClientImpl final : public Client {
     absl::Status last;
     for (int attempt = 0; attempt < 2;
          ++attempt) {  // Second pass: after a ring refresh.
-      for (const v1::WorkerInfo& w :
-           HealthyFirst(Owners(id, options_.max_workers_per_block))) {
+      for (const v1::WorkerInfo& w : HealthyFirst(
+               WhereCached(id, Owners(id, options_.max_workers_per_block)))) {
         absl::StatusOr<size_t> n = ReadFromWorker(w, id, offset, out);
         if (n.ok() && *n == out.size()) return absl::OkStatus();
         if (n.ok()) {
@@ -209,6 +210,50 @@ class ClientImpl final : public Client {
           .Field("status", why)
           .Field("for", absl::Seconds(5));
     }
+  }
+
+  // After a ring change (a worker joined, left or came back), blocks may be
+  // cached on a worker that no longer owns them. For `kRebalanceWindow`
+  // after each change, the master's placement index is asked where a block
+  // is, and a live worker that holds it is tried before the new owner, which
+  // would refetch it from the under-store.
+  static constexpr absl::Duration kRebalanceWindow = absl::Minutes(10);
+
+  std::vector<v1::WorkerInfo> WhereCached(const BlockId& id,
+                                          std::vector<v1::WorkerInfo> owners) {
+    std::vector<v1::WorkerInfo> live;
+    {
+      absl::MutexLock lock(&mu_);
+      if (absl::Now() - ring_changed_at_ > kRebalanceWindow) return owners;
+      live = ring_workers_;
+    }
+    v1::LocateRequest req;
+    const BlockKey key = id.Key();
+    std::string bytes(16, '\0');
+    std::memcpy(bytes.data(), &key.low, 8);
+    std::memcpy(bytes.data() + 8, &key.high, 8);
+    req.add_block_keys(bytes);
+    v1::LocateResponse resp;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(2));
+    if (!master_->Locate(&ctx, req, &resp).ok() || resp.locations_size() != 1)
+      return owners;
+    std::vector<v1::WorkerInfo> out;
+    for (const std::string& holder : resp.locations(0).worker_ids()) {
+      if (!owners.empty() && holder == owners[0].id())
+        return owners;  // The owner has it.
+      for (const v1::WorkerInfo& w : live) {
+        if (w.id() == holder) out.push_back(w);
+      }
+    }
+    for (v1::WorkerInfo& w : owners) {
+      if (std::none_of(out.begin(), out.end(), [&](const v1::WorkerInfo& o) {
+            return o.id() == w.id();
+          })) {
+        out.push_back(std::move(w));
+      }
+    }
+    return out;
   }
 
   std::vector<v1::WorkerInfo> HealthyFirst(
@@ -287,6 +332,7 @@ class ClientImpl final : public Client {
     absl::MutexLock lock(&mu_);
     ++ring_refreshes_;
     ring_fetched_ = absl::Now();
+    ring_changed_at_ = absl::FromUnixMillis(ring.changed_unix_ms());
     if (ring.version() != ring_version_ || ring_workers_.empty()) {
       ring_version_ = ring.version();
       ring_ = std::move(built);
@@ -417,6 +463,7 @@ class ClientImpl final : public Client {
   std::vector<v1::WorkerInfo> ring_workers_ ABSL_GUARDED_BY(mu_);
   uint64_t ring_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time ring_fetched_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time ring_changed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, v1::MountEntry> mounts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> workers_
       ABSL_GUARDED_BY(mu_);

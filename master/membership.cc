@@ -106,6 +106,7 @@ std::vector<std::string> Membership::Expire(absl::Time now) {
 }
 
 void Membership::RebuildRing() {
+  changed_ = absl::Now();
   std::vector<RingMember> members;
   ring_workers_.clear();
   std::vector<std::pair<std::string, const Worker*>> live;
@@ -127,6 +128,7 @@ v1::Ring Membership::Ring() const {
   v1::Ring r;
   r.set_version(version_);
   r.set_vnodes(static_cast<uint32_t>(vnodes_));
+  r.set_changed_unix_ms(absl::ToUnixMillis(changed_));
   for (const v1::WorkerInfo& w : ring_workers_) *r.add_workers() = w;
   return r;
 }

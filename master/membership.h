@@ -76,6 +76,7 @@ class Membership {
   absl::flat_hash_map<BlockKey, std::vector<std::string>> placement_
       ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time changed_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch();
   HashRing ring_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkerInfo> ring_workers_ ABSL_GUARDED_BY(mu_);
 };

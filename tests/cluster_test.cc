@@ -266,6 +266,49 @@ TEST_F(ClusterTest, ReplacedObjectIsSeenAfterTheTtlAndNeverMixed) {
   EXPECT_TRUE(now == fresh);
 }
 
+TEST_F(ClusterTest, AJoiningWorkerDoesNotCauseRefetches) {
+  auto client = Connect("elsewhere");
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(ReadAndCheck(*client), 0);
+  const int gets = s3_->CountRequests(" 206");
+  // Workers report new blocks with their next heartbeat: wait until the
+  // master's placement index knows every block.
+  v1::LocateRequest all;
+  for (const auto& [path, data] : files_) {
+    auto info = client->Stat("/datasets/ds/" + path);
+    ASSERT_TRUE(info.ok());
+    for (uint64_t b = 0; b < BlockCount(data.size(), kBlock); ++b) {
+      all.add_block_keys(KeyToBytes(
+          BlockId{"/datasets/ds", path, info->version, b, kBlock, data.size()}
+              .Key()));
+    }
+  }
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        v1::LocateResponse resp;
+        grpc::ClientContext ctx;
+        if (!stub_->Locate(&ctx, all, &resp).ok()) return false;
+        for (const auto& l : resp.locations()) {
+          if (l.worker_ids_size() == 0) return false;
+        }
+        return true;
+      },
+      absl::Seconds(10)));
+  // A fourth worker joins: it now owns about a quarter of the blocks, which
+  // are still cached where they were. The placement index sends reads there.
+  auto joiner = testing::WorkerProcess::Start(
+      {absl::StrCat("--master=", master_->address()), "--worker_id=w3",
+       "--ram_capacity=256MiB"},
+      {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  ASSERT_TRUE(WaitForWorkers(4));
+  auto fresh = Connect("elsewhere");  // Sees the new ring from its start.
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(ReadAndCheck(*fresh), 0);
+  EXPECT_EQ(s3_->CountRequests(" 206"), gets)
+      << "blocks were refetched instead of read where they are cached";
+}
+
 TEST_F(ClusterTest, ClearErrors) {
   auto client = Connect("elsewhere");
   ASSERT_NE(client, nullptr);
