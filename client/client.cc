@@ -115,6 +115,7 @@ class ClientImpl final : public Client {
     grpc::ClientContext ctx;
     Deadline(&ctx, absl::Seconds(60));
     LARDER_RETURN_IF_ERROR(MasterError(master_->List(&ctx, req, &resp)));
+    NoteRingVersion(resp.ring_version());
     ListResult out;
     for (const auto& e : resp.entries()) out.entries.push_back(FromProto(e));
     out.next_page_token = resp.next_page_token();
@@ -310,7 +311,18 @@ class ClientImpl final : public Client {
     grpc::ClientContext ctx;
     Deadline(&ctx, absl::Seconds(30));
     LARDER_RETURN_IF_ERROR(MasterError(master_->Stat(&ctx, req, &resp)));
+    NoteRingVersion(resp.ring_version());
     return resp;
+  }
+
+  // A response from the master or a worker carried `version`: refresh the
+  // ring if ours is older.
+  void NoteRingVersion(uint64_t version) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (version <= ring_version_) return;
+    }
+    RefreshRing(/*force=*/true).IgnoreError();
   }
 
   absl::Status RefreshRing(bool force) {
@@ -373,6 +385,7 @@ class ClientImpl final : public Client {
   absl::StatusOr<size_t> ReadFromWorker(const v1::WorkerInfo& w,
                                         const BlockId& id, uint64_t offset,
                                         absl::Span<char> out) {
+    uint64_t ring = 0;
     if (w.node() == options_.node && !w.short_circuit_socket().empty()) {
       absl::StatusOr<std::unique_ptr<ShortCircuitClient>> sc =
           TakeShortCircuit(w.short_circuit_socket());
@@ -387,8 +400,11 @@ class ClientImpl final : public Client {
       // No socket: fall through to gRPC on the same worker.
     }
     absl::StatusOr<size_t> n =
-        Worker(w.address()).ReadBlock(id, offset, out, options_.worker_timeout);
+        Worker(w.address())
+            .ReadBlock(id, offset, out, options_.worker_timeout, nullptr,
+                       &ring);
     if (n.ok()) ++grpc_blocks_;
+    NoteRingVersion(ring);
     return n;
   }
 

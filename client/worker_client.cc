@@ -105,8 +105,8 @@ class RawReadReactor final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   RawReadReactor(grpc::ClientContext* ctx, absl::Span<char> dst,
-                 std::string* source)
-      : ctx_(ctx), dst_(dst), source_(source) {}
+                 std::string* source, uint64_t* ring_version)
+      : ctx_(ctx), dst_(dst), source_(source), ring_version_(ring_version) {}
 
   void Start(grpc::GenericStub& stub, const std::string& request) {
     grpc::Slice slice(request);
@@ -151,6 +151,7 @@ class RawReadReactor final
       if (!c.Varint(&tag)) return Fail("truncated response");
       if ((tag & 7) == 0) {
         if (!c.Varint(&len)) return Fail("truncated varint");
+        if (tag >> 3 == 3 && ring_version_ != nullptr) *ring_version_ = len;
         continue;
       }
       if ((tag & 7) != 2 || !c.Varint(&len))
@@ -178,6 +179,7 @@ class RawReadReactor final
   grpc::ClientContext* const ctx_;
   const absl::Span<char> dst_;
   std::string* const source_;
+  uint64_t* const ring_version_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
   size_t got_ = 0;  // Only touched by OnReadDone, which gRPC serializes.
@@ -189,18 +191,16 @@ class RawReadReactor final
 
 }  // namespace
 
-absl::StatusOr<size_t> WorkerClient::ReadBlock(const BlockId& id,
-                                               uint64_t offset,
-                                               absl::Span<char> buffer,
-                                               absl::Duration timeout,
-                                               std::string* source) {
+absl::StatusOr<size_t> WorkerClient::ReadBlock(
+    const BlockId& id, uint64_t offset, absl::Span<char> buffer,
+    absl::Duration timeout, std::string* source, uint64_t* ring_version) {
   v1::ReadBlockRequest req;
   ToProto(id, req.mutable_block());
   req.set_offset(offset);
   req.set_length(buffer.size());
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
-  RawReadReactor reactor(&ctx, buffer, source);
+  RawReadReactor reactor(&ctx, buffer, source, ring_version);
   reactor.Start(*generic_stubs_[Next()], req.SerializeAsString());
   absl::StatusOr<size_t> n = reactor.Wait();
   if (!n.ok() && n.status().code() == absl::StatusCode::kInternal) {

@@ -40,12 +40,15 @@ class WorkerClient {
   // Reads up to buffer.size() bytes of block `id` from `offset` (within the
   // block); returns the number read (short only at the block's end).
   // `source` (optional) receives where the worker found it (ram, nvme,
-  // under_store). Errors: the worker's (NotFound, FailedPrecondition,
-  // Unavailable...), DeadlineExceeded, Unavailable (worker down).
+  // under_store); `ring_version` (optional) the ring version the worker last
+  // heard from the master (0 if unknown). Errors: the worker's (NotFound,
+  // FailedPrecondition, Unavailable...), DeadlineExceeded, Unavailable (worker
+  // down).
   absl::StatusOr<size_t> ReadBlock(const BlockId& id, uint64_t offset,
                                    absl::Span<char> buffer,
                                    absl::Duration timeout = absl::Seconds(60),
-                                   std::string* source = nullptr);
+                                   std::string* source = nullptr,
+                                   uint64_t* ring_version = nullptr);
 
   // Asks the worker to fetch blocks; with `wait`, returns the first failure.
   absl::Status CacheBlocks(const std::vector<BlockId>& ids, bool wait,

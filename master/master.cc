@@ -102,6 +102,7 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<v1::StatResponse> r = metadata_->Stat(req->path());
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *std::move(r);
+    resp->set_ring_version(membership_->version());
     return grpc::Status::OK;
   }
 
@@ -121,6 +122,7 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *std::move(r);
+    resp->set_ring_version(membership_->version());
     return grpc::Status::OK;
   }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "larder/client.h"
@@ -307,6 +308,39 @@ TEST_F(ClusterTest, AJoiningWorkerDoesNotCauseRefetches) {
   EXPECT_EQ(ReadAndCheck(*fresh), 0);
   EXPECT_EQ(s3_->CountRequests(" 206"), gets)
       << "blocks were refetched instead of read where they are cached";
+}
+
+TEST_F(ClusterTest, ResponsesWithANewerRingVersionRefreshTheRing) {
+  ClientOptions o;
+  o.master = master_->address();
+  o.node = "elsewhere";
+  o.ring_refresh = absl::Hours(1);  // Only responses can make it refresh.
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok());
+  ASSERT_EQ(ReadAndCheck(**client), 0);
+  const uint64_t refreshes = (*client)->stats().ring_refreshes;
+  // Workers pass on the ring version they heard from the master.
+  WorkerClient direct(workers_[0]->address());
+  auto info = (*client)->Stat("/datasets/ds/train/c0/sample-0.bin");
+  ASSERT_TRUE(info.ok());
+  std::string buf(100, '\0');
+  uint64_t worker_ring = 0;
+  ASSERT_TRUE(direct
+                  .ReadBlock(BlockId{"/datasets/ds", "train/c0/sample-0.bin",
+                                     info->version, 0, kBlock, info->size},
+                             0, absl::MakeSpan(buf), absl::Seconds(10), nullptr,
+                             &worker_ring)
+                  .ok());
+  EXPECT_EQ(worker_ring, Ring().version());
+  // A worker joins: the next master response carries a newer version.
+  auto joiner = testing::WorkerProcess::Start(
+      {absl::StrCat("--master=", master_->address()), "--worker_id=w3",
+       "--ram_capacity=256MiB"},
+      {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+  ASSERT_TRUE(joiner.ok());
+  ASSERT_TRUE(WaitForWorkers(4));
+  ASSERT_TRUE((*client)->Stat("/datasets/ds/train/c0/sample-0.bin").ok());
+  EXPECT_EQ((*client)->stats().ring_refreshes, refreshes + 1);
 }
 
 TEST_F(ClusterTest, ClearErrors) {

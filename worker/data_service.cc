@@ -106,6 +106,12 @@ class ReadBlockReactor final
       head.push_back(0x12);
       AppendVarint(&head, src.size());
       head.append(src.data(), src.size());
+      const uint64_t ring =
+          service_->ring_version_ ? service_->ring_version_->load() : 0;
+      if (ring != 0) {
+        head.push_back(0x18);  // Field 3 (ring_version), varint.
+        AppendVarint(&head, ring);
+      }
     }
     head.push_back(0x0a);
     AppendVarint(&head, n);

@@ -20,6 +20,8 @@
 #ifndef LARDER_WORKER_DATA_SERVICE_H_
 #define LARDER_WORKER_DATA_SERVICE_H_
 
+#include <atomic>
+
 #include "common/block_proto.h"
 #include "common/thread_pool.h"
 #include "proto/worker.grpc.pb.h"
@@ -31,11 +33,15 @@ class DataService final
     : public v1::WorkerData::WithRawCallbackMethod_ReadBlock<
           v1::WorkerData::CallbackService> {
  public:
+  // `ring_version` (may be null: standalone) is the ring version the worker
+  // last heard from the master; ReadBlock passes it on to clients.
   DataService(BlockStore* store, WorkerMetrics* metrics, ThreadPool* executor,
+              const std::atomic<uint64_t>* ring_version = nullptr,
               size_t chunk_bytes = 1 << 20)
       : store_(store),
         metrics_(metrics),
         executor_(executor),
+        ring_version_(ring_version),
         chunk_bytes_(chunk_bytes) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadBlock(
@@ -58,6 +64,7 @@ class DataService final
   BlockStore* const store_;
   WorkerMetrics* const metrics_;
   ThreadPool* const executor_;
+  const std::atomic<uint64_t>* const ring_version_;
   const size_t chunk_bytes_;
 };
 

@@ -64,6 +64,7 @@ absl::Status MasterLink::Register() {
   LARDER_RETURN_IF_ERROR(
       FromGrpcStatus(stub_->RegisterWorker(&ctx, req, &resp)));
   interval_ = absl::Milliseconds(std::max<uint32_t>(100, resp.heartbeat_ms()));
+  if (options_.ring_version) options_.ring_version->store(resp.ring_version());
   registered_ = true;
   LARDER_LOG(INFO, "worker.registered")
       .Field("master", options_.master)
@@ -124,6 +125,8 @@ void MasterLink::Loop() {
       grpc::ClientContext ctx;
       Deadline(&ctx, absl::Seconds(5));
       st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
+      if (st.ok() && options_.ring_version)
+        options_.ring_version->store(resp.ring_version());
       if (st.ok() && resp.reregister()) {
         registered_ = false;
         st = Register();

@@ -33,6 +33,8 @@ class MasterLink {
     std::string master;  // host:port
     v1::WorkerInfo self;
     UnderStoreOptions store_options;
+    // Updated with the ring version of every master response (may be null).
+    std::atomic<uint64_t>* ring_version = nullptr;
   };
   // `store` and `mounts` must outlive the link.
   MasterLink(Options options, BlockStore* store, MountTable* mounts);

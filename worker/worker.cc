@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
       BlockStore::Create(w->options_.store, w->mounts_.get(), &w->metrics_));
   w->rpc_executor_ =
       std::make_unique<ThreadPool>(w->options_.rpc_threads, "larder-rpc");
-  w->service_ = std::make_unique<DataService>(w->store_.get(), &w->metrics_,
-                                              w->rpc_executor_.get());
+  w->service_ = std::make_unique<DataService>(
+      w->store_.get(), &w->metrics_, w->rpc_executor_.get(), &w->ring_version_);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(w->options_.listen,
@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     }
     link.self.set_capacity_bytes(capacity);
     link.store_options = w->options_.store_options;
+    link.ring_version = &w->ring_version_;
     w->master_link_ = std::make_unique<MasterLink>(
         std::move(link), w->store_.get(), w->mounts_.get());
   }

@@ -16,6 +16,7 @@
 
 #include <grpcpp/server.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -80,6 +81,7 @@ class Worker {
   std::unique_ptr<MountTable> mounts_;
   WorkerMetrics metrics_;
   std::unique_ptr<BlockStore> store_;
+  std::atomic<uint64_t> ring_version_{0};  // Last heard from the master.
   std::unique_ptr<ThreadPool> rpc_executor_;
   std::unique_ptr<DataService> service_;
   std::unique_ptr<grpc::Server> server_;
