@@ -364,6 +364,10 @@ absl::Status RunCp(const std::vector<std::string>& args) {
 // --- load / invalidate ------------------------------------------------------
 
 void PrintProgress(const v1::LoadStatus& s, bool final) {
+  if (!s.listing_done()) {
+    std::fprintf(stderr, "\rlisting %s ...", s.path().c_str());
+    return;
+  }
   const double total =
       static_cast<double>(std::max<uint64_t>(1, s.bytes_total()));
   const double frac = s.listing_done() ? s.bytes_done() / total : 0;
