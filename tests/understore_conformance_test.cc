@@ -13,8 +13,10 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/azurite.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
+#include "understore/azure_store.h"
 #include "understore/factory.h"
 #include "understore/s3_store.h"
 
@@ -66,6 +68,30 @@ class FileEnv : public BackendEnv {
   std::unique_ptr<UnderStore> store_;
 };
 
+class AzureEnv : public BackendEnv {
+ public:
+  absl::Status Start() override {
+    auto server = testing::Azurite::Start();
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
+    UnderStoreOptions o;
+    o.azure_credentials = AzureCredentials{testing::Azurite::kKey, ""};
+    o.http.retry.initial_backoff = absl::Milliseconds(5);
+    auto s = OpenUnderStore(server_->Uri("conformance", "root/prefix"), o);
+    if (!s.ok()) return s.status();
+    store_.reset(static_cast<AzureStore*>(s->release()));
+    return store_->CreateContainer();
+  }
+  UnderStore& store() override { return *store_; }
+  absl::Status Put(const std::string& path, const std::string& data) override {
+    return store_->Put(path, data).status();
+  }
+
+ private:
+  std::unique_ptr<testing::Azurite> server_;
+  std::unique_ptr<AzureStore> store_;
+};
+
 class S3Env : public BackendEnv {
  public:
   absl::Status Start() override {
@@ -107,6 +133,7 @@ class ConformanceTest : public ::testing::TestWithParam<std::string> {
     std::unique_ptr<BackendEnv> env;
     if (name == "file") env = std::make_unique<FileEnv>();
     if (name == "s3") env = std::make_unique<S3Env>();
+    if (name == "az") env = std::make_unique<AzureEnv>();
     absl::Status st = env->Start();
     if (!st.ok()) {
       ADD_FAILURE() << name << ": " << st;
@@ -337,7 +364,7 @@ TEST_P(ConformanceTest, EscapingPathsAreRejected) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,
-                         ::testing::Values("file", "s3"),
+                         ::testing::Values("file", "s3", "az"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "understore/azure_store.h"
 #include "understore/file_store.h"
 #include "understore/s3_store.h"
 #include "understore/uri.h"
@@ -16,13 +17,17 @@ absl::StatusOr<std::unique_ptr<UnderStore>> OpenUnderStore(
     LARDER_ASSIGN_OR_RETURN(auto store, FileStore::Open(parsed));
     return std::unique_ptr<UnderStore>(std::move(store));
   }
+  if (parsed.scheme == "az") {
+    LARDER_ASSIGN_OR_RETURN(auto store, AzureStore::Open(parsed, options));
+    return std::unique_ptr<UnderStore>(std::move(store));
+  }
   if (parsed.scheme == "s3") {
     LARDER_ASSIGN_OR_RETURN(auto store, S3Store::Open(parsed, options));
     return std::unique_ptr<UnderStore>(std::move(store));
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown under-store scheme '",
-                                                 parsed.scheme, "' in '", uri,
-                                                 "' (supported: file, s3)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown under-store scheme '", parsed.scheme, "' in '", uri,
+                   "' (supported: file, s3, az)"));
 }
 
 }  // namespace larder

@@ -17,10 +17,18 @@
 
 namespace larder {
 
+// Azure credentials: a base64 account key (Shared Key) or a SAS token.
+struct AzureCredentials {
+  std::string key;
+  std::string sas;
+};
+
 struct UnderStoreOptions {
   HttpOptions http;
   // S3: credentials to use instead of the environment / credentials file.
   std::optional<AwsCredentials> aws_credentials;
+  // Azure: credentials to use instead of the environment.
+  std::optional<AzureCredentials> azure_credentials;
   // S3: environment lookup for credentials and region (tests inject one).
   EnvLookup env = ProcessEnv();
 };
