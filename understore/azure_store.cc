@@ -178,29 +178,13 @@ absl::StatusOr<std::unique_ptr<AzureStore>> AzureStore::Open(
 }
 
 std::string AzureStore::DebugString() const {
-  return absl::StrCat("az://", container_, prefix_.empty() ? "" : "/", prefix_,
-                      "?account=", account_, "&endpoint=", endpoint_);
+  return absl::StrCat("az://", container_, keys_.prefix().empty() ? "" : "/",
+                      keys_.prefix(), "?account=", account_,
+                      "&endpoint=", endpoint_);
 }
 
 std::string AzureStore::Describe(absl::string_view blob) const {
   return absl::StrCat("az://", container_, "/", blob);
-}
-
-std::string AzureStore::BlobOf(absl::string_view rel) const {
-  if (prefix_.empty()) return std::string(rel);
-  if (rel.empty()) return prefix_;
-  return absl::StrCat(prefix_, "/", rel);
-}
-
-std::optional<std::string> AzureStore::RelOf(absl::string_view blob) const {
-  if (!prefix_.empty()) {
-    if (!absl::ConsumePrefix(&blob, prefix_) ||
-        !absl::ConsumePrefix(&blob, "/"))
-      return std::nullopt;
-  }
-  absl::StatusOr<std::string> rel = NormalizeStorePath(blob);
-  if (!rel.ok() || *rel != blob || rel->empty()) return std::nullopt;
-  return std::move(*rel);
 }
 
 absl::StatusOr<HttpResponse> AzureStore::SendOnce(const Call& call,
@@ -287,7 +271,7 @@ absl::Status AzureStore::ErrorStatus(const Call& call,
 
 absl::StatusOr<ObjectInfo> AzureStore::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
-  const std::string blob = BlobOf(rel);
+  const std::string blob = keys_.KeyOf(rel);
   if (!rel.empty()) {
     Call head{.method = "HEAD", .blob = blob, .op = "stat"};
     HttpResponse r;
@@ -306,23 +290,13 @@ absl::StatusOr<ObjectInfo> AzureStore::Stat(absl::string_view path) {
       return info;
     }
   }
-  ListOptions probe;
-  probe.page_size = 1;
-  LARDER_ASSIGN_OR_RETURN(ListPage page, List(rel, probe));
-  if (!rel.empty() && page.entries.empty()) {
-    return absl::NotFoundError(absl::StrCat("Azure stat of ", Describe(blob),
-                                            ": no such blob or prefix"));
-  }
-  ObjectInfo info;
-  info.path = rel;
-  info.is_dir = true;
-  return info;
+  return StatAsDirectory(*this, rel, Describe(blob));
 }
 
 absl::StatusOr<ListPage> AzureStore::List(absl::string_view dir,
                                           const ListOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
-  std::string prefix = BlobOf(rel);
+  std::string prefix = keys_.KeyOf(rel);
   if (!prefix.empty()) prefix.push_back('/');
   Call call{.method = "GET", .blob = "", .op = "list"};
   call.query = {{"restype", "container"},
@@ -351,7 +325,7 @@ absl::StatusOr<ListPage> AzureStore::List(absl::string_view dir,
       if (e.name == "Blob") {
         const std::string name(e.ChildText("Name"));
         if (absl::EndsWith(name, "/")) continue;
-        std::optional<std::string> entry = RelOf(name);
+        std::optional<std::string> entry = keys_.RelOf(name);
         if (!entry) continue;
         ObjectInfo info;
         info.path = std::move(*entry);
@@ -364,7 +338,7 @@ absl::StatusOr<ListPage> AzureStore::List(absl::string_view dir,
       } else if (e.name == "BlobPrefix") {
         std::string name(e.ChildText("Name"));
         while (absl::EndsWith(name, "/")) name.pop_back();
-        std::optional<std::string> entry = RelOf(name);
+        std::optional<std::string> entry = keys_.RelOf(name);
         if (!entry) continue;
         ObjectInfo info;
         info.path = std::move(*entry);
@@ -388,7 +362,7 @@ absl::StatusOr<size_t> AzureStore::ReadRange(
     return absl::InvalidArgumentError(
         "cannot read the store root: it is a directory");
   if (buffer.empty()) return 0;
-  const std::string blob = BlobOf(rel);
+  const std::string blob = keys_.KeyOf(rel);
   Call call{.method = "GET", .blob = blob, .op = "read"};
   call.headers.emplace_back(
       "x-ms-range",
@@ -433,7 +407,8 @@ absl::StatusOr<size_t> AzureStore::ReadRange(
 absl::StatusOr<std::string> AzureStore::Put(absl::string_view path,
                                             absl::string_view data) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
-  Call call{.method = "PUT", .blob = BlobOf(rel), .body = data, .op = "put"};
+  Call call{
+      .method = "PUT", .blob = keys_.KeyOf(rel), .body = data, .op = "put"};
   call.headers = {{"x-ms-blob-type", "BlockBlob"},
                   {"Content-Type", "application/octet-stream"}};
   std::string version;

@@ -78,7 +78,7 @@ class AzureStore final : public UnderStore {
       : account_(std::move(account)),
         endpoint_(std::move(endpoint)),
         container_(std::move(container)),
-        prefix_(std::move(prefix)),
+        keys_(std::move(prefix)),
         key_(std::move(key)),
         sas_(std::move(sas)),
         http_(std::move(http)) {}
@@ -87,15 +87,13 @@ class AzureStore final : public UnderStore {
                                         uint64_t skip);
   absl::Status ErrorStatus(const Call& call,
                            const HttpResponse& response) const;
-  std::string BlobOf(absl::string_view rel) const;
-  std::optional<std::string> RelOf(absl::string_view blob) const;
   std::string Describe(absl::string_view blob) const;
 
   const std::string account_;
   const std::string
       endpoint_;  // scheme://host[:port][/account], no trailing '/'.
   const std::string container_;
-  const std::string prefix_;
+  const KeyPrefix keys_;
   const std::string key_;  // Decoded Shared Key; empty with SAS.
   const std::string sas_;  // Query string without '?'; empty with Shared Key.
   HttpClient http_;

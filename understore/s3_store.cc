@@ -163,7 +163,7 @@ S3Store::S3Store(std::string bucket, std::string prefix, std::string region,
                  std::string scheme, std::string endpoint_host, bool path_style,
                  AwsCredentials credentials, HttpOptions http)
     : bucket_(std::move(bucket)),
-      prefix_(std::move(prefix)),
+      keys_(std::move(prefix)),
       region_(std::move(region)),
       scheme_(std::move(scheme)),
       endpoint_host_(std::move(endpoint_host)),
@@ -172,31 +172,14 @@ S3Store::S3Store(std::string bucket, std::string prefix, std::string region,
       http_(std::move(http)) {}
 
 std::string S3Store::DebugString() const {
-  return absl::StrCat("s3://", bucket_, prefix_.empty() ? "" : "/", prefix_,
-                      "?endpoint=", scheme_, "://", endpoint_host_,
-                      "&region=", region_,
+  return absl::StrCat("s3://", bucket_, keys_.prefix().empty() ? "" : "/",
+                      keys_.prefix(), "?endpoint=", scheme_, "://",
+                      endpoint_host_, "&region=", region_,
                       "&path_style=", path_style_ ? "true" : "false");
 }
 
 std::string S3Store::Describe(absl::string_view key) const {
   return absl::StrCat("s3://", bucket_, "/", key);
-}
-
-std::string S3Store::KeyOf(absl::string_view rel) const {
-  if (prefix_.empty()) return std::string(rel);
-  if (rel.empty()) return prefix_;
-  return absl::StrCat(prefix_, "/", rel);
-}
-
-std::optional<std::string> S3Store::RelOf(absl::string_view key) const {
-  if (!prefix_.empty()) {
-    if (!absl::ConsumePrefix(&key, prefix_) || !absl::ConsumePrefix(&key, "/"))
-      return std::nullopt;
-  }
-  absl::StatusOr<std::string> rel = NormalizeStorePath(key);
-  if (!rel.ok() || *rel != key || rel->empty())
-    return std::nullopt;  // Not addressable.
-  return std::move(*rel);
 }
 
 absl::StatusOr<HttpResponse> S3Store::SendOnce(const Call& call,
@@ -285,7 +268,7 @@ absl::Status S3Store::ErrorStatus(const Call& call,
 
 absl::StatusOr<ObjectInfo> S3Store::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
-  const std::string key = KeyOf(rel);
+  const std::string key = keys_.KeyOf(rel);
   if (!rel.empty()) {
     Call head{.method = "HEAD", .key = key, .op = "stat"};
     HttpResponse response;
@@ -311,25 +294,13 @@ absl::StatusOr<ObjectInfo> S3Store::Stat(absl::string_view path) {
       return info;
     }
   }
-  // Not an object: a directory if any key lies below it (for the root: if the
-  // bucket can be listed at all, which also checks access).
-  ListOptions probe;
-  probe.page_size = 1;
-  LARDER_ASSIGN_OR_RETURN(ListPage page, List(rel, probe));
-  if (!rel.empty() && page.entries.empty()) {
-    return absl::NotFoundError(absl::StrCat("S3 stat of ", Describe(key),
-                                            ": no such object or prefix"));
-  }
-  ObjectInfo info;
-  info.path = rel;
-  info.is_dir = true;
-  return info;
+  return StatAsDirectory(*this, rel, Describe(key));
 }
 
 absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
                                        const ListOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
-  std::string list_prefix = KeyOf(rel);
+  std::string list_prefix = keys_.KeyOf(rel);
   if (!list_prefix.empty()) list_prefix.push_back('/');
   Call call{.method = "GET", .key = "", .op = "list"};
   call.query = {{"list-type", "2"},
@@ -366,7 +337,7 @@ absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
       std::string key = decode(e.ChildText("Key"));
       if (key == list_prefix || absl::EndsWith(key, "/"))
         continue;  // Directory markers.
-      std::optional<std::string> entry_rel = RelOf(key);
+      std::optional<std::string> entry_rel = keys_.RelOf(key);
       if (!entry_rel) {
         LARDER_LOG(DEBUG, "s3.list.skip")
             .Field("key", key)
@@ -384,7 +355,7 @@ absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
       absl::string_view p = decoded;
       while (absl::ConsumeSuffix(&p, "/")) {
       }
-      std::optional<std::string> entry_rel = RelOf(p);
+      std::optional<std::string> entry_rel = keys_.RelOf(p);
       if (!entry_rel) continue;
       ObjectInfo info;
       info.path = std::move(*entry_rel);
@@ -415,7 +386,7 @@ absl::StatusOr<size_t> S3Store::ReadRange(absl::string_view path,
   if (rel.empty())
     return absl::InvalidArgumentError(
         "cannot read the store root: it is a directory");
-  const std::string key = KeyOf(rel);
+  const std::string key = keys_.KeyOf(rel);
   if (buffer.empty()) return 0;
   Call call{.method = "GET", .key = key, .op = "read"};
   call.headers.emplace_back(
@@ -481,7 +452,8 @@ absl::StatusOr<size_t> S3Store::ReadRange(absl::string_view path,
 absl::StatusOr<std::string> S3Store::Put(absl::string_view path,
                                          absl::string_view data) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
-  Call call{.method = "PUT", .key = KeyOf(rel), .body = data, .op = "put"};
+  Call call{
+      .method = "PUT", .key = keys_.KeyOf(rel), .body = data, .op = "put"};
   std::string version;
   LARDER_RETURN_IF_ERROR(
       RetryWithBackoff(http_.options().retry, "s3.put", [&]() -> absl::Status {
@@ -495,7 +467,7 @@ absl::StatusOr<std::string> S3Store::Put(absl::string_view path,
 
 absl::Status S3Store::Delete(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
-  Call call{.method = "DELETE", .key = KeyOf(rel), .op = "delete"};
+  Call call{.method = "DELETE", .key = keys_.KeyOf(rel), .op = "delete"};
   return RetryWithBackoff(
       http_.options().retry, "s3.delete", [&]() -> absl::Status {
         LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));

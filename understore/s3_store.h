@@ -96,15 +96,10 @@ class S3Store final : public UnderStore {
   // Turns a non-2xx response into a status (Unavailable etc. for retryables).
   absl::Status ErrorStatus(const Call& call,
                            const HttpResponse& response) const;
-  // Full key of a normalized store path.
-  std::string KeyOf(absl::string_view rel) const;
-  // Store path of a full key, or nullopt if the key is outside the prefix or
-  // is not addressable.
-  std::optional<std::string> RelOf(absl::string_view key) const;
   std::string Describe(absl::string_view key) const;
 
   const std::string bucket_;
-  const std::string prefix_;  // No leading or trailing '/'; may be empty.
+  const KeyPrefix keys_;
   const std::string region_;
   const std::string scheme_;         // "http" or "https".
   const std::string endpoint_host_;  // host[:port] of the service.

@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/under_store.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace larder {
@@ -18,6 +19,22 @@ absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
     options.page_token = std::move(page.next_page_token);
   } while (!options.page_token.empty());
   return absl::OkStatus();
+}
+
+absl::StatusOr<ObjectInfo> StatAsDirectory(UnderStore& store,
+                                           const std::string& rel,
+                                           absl::string_view what) {
+  ListOptions probe;
+  probe.page_size = 1;
+  LARDER_ASSIGN_OR_RETURN(ListPage page, store.List(rel, probe));
+  if (!rel.empty() && page.entries.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("stat of ", what, ": no such object or prefix"));
+  }
+  ObjectInfo info;
+  info.path = rel;
+  info.is_dir = true;
+  return info;
 }
 
 }  // namespace larder

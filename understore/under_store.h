@@ -125,6 +125,13 @@ absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
                      absl::FunctionRef<absl::Status(const ObjectInfo&)> fn,
                      size_t page_size = 1000);
 
+// Stat of a path that is not an object in an object store: a directory if
+// any object lies below it (for the root "": if it can be listed at all,
+// which also checks access). NotFound otherwise, naming `what`.
+absl::StatusOr<ObjectInfo> StatAsDirectory(UnderStore& store,
+                                           const std::string& rel,
+                                           absl::string_view what);
+
 }  // namespace larder
 
 #endif  // LARDER_UNDERSTORE_UNDER_STORE_H_

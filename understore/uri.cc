@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace larder {
@@ -125,6 +126,22 @@ absl::StatusOr<std::string> NormalizeStorePath(absl::string_view path) {
 std::string JoinStorePath(absl::string_view dir, absl::string_view name) {
   if (dir.empty()) return std::string(name);
   return absl::StrCat(dir, "/", name);
+}
+
+std::string KeyPrefix::KeyOf(absl::string_view rel) const {
+  if (prefix_.empty()) return std::string(rel);
+  if (rel.empty()) return prefix_;
+  return absl::StrCat(prefix_, "/", rel);
+}
+
+std::optional<std::string> KeyPrefix::RelOf(absl::string_view key) const {
+  if (!prefix_.empty()) {
+    if (!absl::ConsumePrefix(&key, prefix_) || !absl::ConsumePrefix(&key, "/"))
+      return std::nullopt;
+  }
+  absl::StatusOr<std::string> rel = NormalizeStorePath(key);
+  if (!rel.ok() || *rel != key || rel->empty()) return std::nullopt;
+  return std::move(*rel);
 }
 
 absl::StatusOr<bool> ParseBoolOption(absl::string_view name,

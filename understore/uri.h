@@ -16,6 +16,7 @@
 #define LARDER_UNDERSTORE_URI_H_
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,23 @@ absl::StatusOr<std::string> NormalizeStorePath(absl::string_view path);
 
 // Joins a store-relative directory and child name ("" + "a" = "a").
 std::string JoinStorePath(absl::string_view dir, absl::string_view name);
+
+// Maps store paths to object keys below a key prefix, for object stores
+// (S3, Azure), where "directories" are only key prefixes. Immutable.
+class KeyPrefix {
+ public:
+  // `prefix`: normalized, no leading or trailing '/'; may be empty.
+  explicit KeyPrefix(std::string prefix) : prefix_(std::move(prefix)) {}
+  const std::string& prefix() const { return prefix_; }
+  // The key of a normalized store path ("" = the prefix itself).
+  std::string KeyOf(absl::string_view rel) const;
+  // The store path of a key, or nullopt if the key lies outside the prefix
+  // or cannot be addressed as a store path ("." / ".." / empty components).
+  std::optional<std::string> RelOf(absl::string_view key) const;
+
+ private:
+  std::string prefix_;
+};
 
 // Reads a boolean option value: true/false/1/0/yes/no. InvalidArgument
 // otherwise.
