@@ -115,11 +115,14 @@ class LogLine {
 }  // namespace larder
 
 // `severity` is one of DEBUG, INFO, WARNING, ERROR.
-#define LARDER_LOG(severity, event)                                           \
-  if (!::larder::LogEnabled(::larder::log_internal::k##severity)) {           \
-  } else                                                                      \
-    ::larder::LogLine(::larder::log_internal::k##severity, (event), __FILE__, \
-                      __LINE__)
+// A one-iteration loop rather than if/else: safe under an unbraced `if`
+// (no dangling else) and the arguments are not evaluated when disabled.
+#define LARDER_LOG(severity, event)                                         \
+  for (bool larder_log_on_ =                                                \
+           ::larder::LogEnabled(::larder::log_internal::k##severity);       \
+       larder_log_on_; larder_log_on_ = false)                              \
+  ::larder::LogLine(::larder::log_internal::k##severity, (event), __FILE__, \
+                    __LINE__)
 
 namespace larder::log_internal {
 inline constexpr LogLevel kDEBUG = LogLevel::kDebug;

@@ -148,7 +148,8 @@ TEST_F(ClusterTest, TwoClientsReadingConcurrentlyFetchEachBlockOnce) {
   // s3rver's own log: exactly one ranged GET per block of every file.
   for (const auto& [path, data] : files_) {
     const std::string name = path.substr(path.rfind('/') + 1);
-    EXPECT_EQ(s3_->CountRequests(name + " 206"),
+    EXPECT_EQ(s3_->WaitForRequests(name + " 206", static_cast<int>(BlockCount(
+                                                      data.size(), kBlock))),
               static_cast<int>(BlockCount(data.size(), kBlock)))
         << path;
   }

@@ -165,7 +165,7 @@ TEST_F(WorkerTest, ConcurrentReadsOfOneBlockFetchItOnce) {
   EXPECT_EQ(ok.load(), 40);
   EXPECT_EQ(*worker->Metric("larder_worker_misses_total"), 1);
   // One fetch of a 4 MiB block = four 1 MiB ranged GETs in s3rver's own log.
-  EXPECT_EQ(s3_->CountRequests("shard-0.bin 206"), 4);
+  EXPECT_EQ(s3_->WaitForRequests("shard-0.bin 206", 4), 4);
 }
 
 TEST_F(WorkerTest, KilledWorkerRestartsWarmFromNvme) {
@@ -341,7 +341,7 @@ TEST_F(WorkerTest, ShortCircuitBatchesMixHitsMissesAndErrors) {
   // The batch's misses were fetched in parallel, each block exactly once
   // (four 1 MiB ranged GETs per 4 MiB block, one for the short last block,
   // in s3rver's own log).
-  EXPECT_EQ(s3_->CountRequests("shard-0.bin 206"), 4 + 4 + 1);
+  EXPECT_EQ(s3_->WaitForRequests("shard-0.bin 206", 4 + 4 + 1), 4 + 4 + 1);
   EXPECT_EQ(*worker->Metric("larder_worker_short_circuit_leases"), 3);
   EXPECT_TRUE((*sc)->ReleaseBatch(held).ok());
   EXPECT_TRUE(testing::WaitFor(

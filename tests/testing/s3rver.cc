@@ -71,4 +71,9 @@ int S3rver::CountRequests(const std::string& needle) const {
   return n;
 }
 
+int S3rver::WaitForRequests(const std::string& needle, int at_least) const {
+  WaitFor([&] { return CountRequests(needle) >= at_least; }, absl::Seconds(10));
+  return CountRequests(needle);
+}
+
 }  // namespace larder::testing

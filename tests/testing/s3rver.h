@@ -48,6 +48,9 @@ class S3rver {
   // Number of logged requests whose line contains `needle` (e.g. "GET" plus
   // a key) since the start.
   int CountRequests(const std::string& needle) const;
+  // s3rver writes its log asynchronously: polls until at least `at_least`
+  // matching lines are there (or 10 s pass), then returns the count.
+  int WaitForRequests(const std::string& needle, int at_least) const;
   const std::string& log_path() const { return log_path_; }
 
  private:
