@@ -139,6 +139,16 @@ absl::Status Subprocess::Start(const std::vector<std::string>& argv,
   return absl::OkStatus();
 }
 
+bool Subprocess::Exited() {
+  if (pid_ <= 0) return true;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return true;
+  }
+  return false;
+}
+
 void Subprocess::Stop(int signal) {
   if (pid_ <= 0) return;
   ::kill(pid_, signal);

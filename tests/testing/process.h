@@ -73,6 +73,8 @@ class Subprocess {
   // Sends `signal` and waits for the exit (SIGKILL after 5 s).
   void Stop(int signal = 15);
   bool running() const { return pid_ > 0; }
+  // True once the process has exited (it is reaped; running() turns false).
+  bool Exited();
   pid_t pid() const { return pid_; }
 
  private:

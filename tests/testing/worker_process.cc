@@ -24,7 +24,52 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
 
 WorkerProcess::~WorkerProcess() { process_.Stop(9); }
 
+// Waits until `log` contains `ready` (printed by the daemon once every port is
+// bound) or the process exits. Free ports picked earlier can be taken by
+// another test's process or an outgoing connection before the daemon binds
+// them; an exit then means: pick new ports and start again.
+static absl::Status AwaitReady(Subprocess& process, const std::string& log,
+                               size_t log_start, const std::string& ready,
+                               bool* exited) {
+  *exited = false;
+  const bool ok = WaitFor(
+      [&] {
+        if (process.Exited()) {
+          *exited = true;
+          return true;
+        }
+        auto text = ReadFile(log);  // Only what this process wrote: the log is
+                                    // appended across restarts.
+        return text.ok() && text->size() > log_start &&
+               text->find(ready, log_start) != std::string::npos;
+      },
+      absl::Seconds(30));
+  if (ok && !*exited) return absl::OkStatus();
+  auto text = ReadFile(log);
+  return absl::DeadlineExceededError(
+      absl::StrCat(*exited ? "exited during start-up" : "did not start",
+                   "; log:\n", text.ok() ? *text : "(none)"));
+}
+
 absl::Status WorkerProcess::Launch() {
+  absl::Status st;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (attempt > 0) {
+      port_ = PickFreePort();
+      metrics_port_ = PickFreePort();
+    }
+    auto before = ReadFile(log_);
+    st = LaunchOnce();
+    bool exited = false;
+    if (st.ok())
+      st = AwaitReady(process_, log_, before.ok() ? before->size() : 0,
+                      "larder worker: gRPC port", &exited);
+    if (st.ok() || !exited) return st;
+  }
+  return st;
+}
+
+absl::Status WorkerProcess::LaunchOnce() {
   std::vector<std::string> argv = {
       LARDER_CLI_BINARY, "worker", absl::StrCat("--listen=127.0.0.1:", port_),
       absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port_),
@@ -84,6 +129,22 @@ absl::StatusOr<std::unique_ptr<MasterProcess>> MasterProcess::Start(
 }
 
 absl::Status MasterProcess::Launch() {
+  absl::Status st;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (attempt > 0)
+      metrics_port_ = PickFreePort();  // The gRPC port stays: clients know it.
+    auto before = ReadFile(log_);
+    st = LaunchOnce();
+    bool exited = false;
+    if (st.ok())
+      st = AwaitReady(process_, log_, before.ok() ? before->size() : 0,
+                      "larder master: gRPC port", &exited);
+    if (st.ok() || !exited) return st;
+  }
+  return st;
+}
+
+absl::Status MasterProcess::LaunchOnce() {
   std::vector<std::string> argv = {
       LARDER_CLI_BINARY, "master",
       absl::StrCat("--master_listen=127.0.0.1:", port_),

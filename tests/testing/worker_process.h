@@ -43,6 +43,7 @@ class WorkerProcess {
  private:
   WorkerProcess() = default;
   absl::Status Launch();
+  absl::Status LaunchOnce();
 
   TempDir dir_;
   std::vector<std::string> flags_;
@@ -69,6 +70,7 @@ class MasterProcess {
  private:
   MasterProcess() = default;
   absl::Status Launch();
+  absl::Status LaunchOnce();
   TempDir dir_;
   std::vector<std::string> flags_, env_;
   std::string state_, log_;
