@@ -31,6 +31,8 @@ absl::Status RunStore(const std::vector<std::string>& args);
 extern const Command kStoreCommand;
 // `larder worker ...`: a cache worker.
 extern const Command kWorkerCommand;
+// `larder fuse MOUNTPOINT`: the FUSE adaptor.
+extern const Command kFuseCommand;
 // Cluster commands (cluster_commands.cc).
 extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
     kStatCommand, kCatCommand, kCpCommand, kLoadCommand, kInvalidateCommand,

@@ -17,10 +17,10 @@ namespace larder::cli {
 namespace {
 
 const Command* const kCommands[] = {
-    &kMasterCommand, &kWorkerCommand,     &kMountCommand, &kUnmountCommand,
-    &kLsCommand,     &kStatCommand,       &kCatCommand,   &kCpCommand,
-    &kLoadCommand,   &kInvalidateCommand, &kStatsCommand, &kRingCommand,
-    &kStoreCommand};
+    &kMasterCommand,  &kWorkerCommand, &kFuseCommand,       &kMountCommand,
+    &kUnmountCommand, &kLsCommand,     &kStatCommand,       &kCatCommand,
+    &kCpCommand,      &kLoadCommand,   &kInvalidateCommand, &kStatsCommand,
+    &kRingCommand,    &kStoreCommand};
 
 void PrintTopUsage() {
   std::fprintf(stderr, "usage: larder COMMAND [ARGS] [--flags]\n\ncommands:\n");

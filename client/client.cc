@@ -23,6 +23,7 @@
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/block_key.h"
+#include "common/block_proto.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/ring.h"
@@ -151,6 +152,32 @@ class ClientImpl final : public Client {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<uint64_t> CachedBytes(absl::string_view path) override {
+    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(path));
+    if (r.info().is_dir())
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "' is a directory"));
+    v1::LocateRequest req;
+    std::vector<uint64_t> lengths;
+    for (uint64_t b = 0; b < BlockCount(r.info().size(), r.block_size()); ++b) {
+      BlockId id{r.mount(), r.relative(),   r.info().version(),
+                 b,         r.block_size(), r.info().size()};
+      req.add_block_keys(KeyToBytes(id.Key()));
+      lengths.push_back(id.length());
+    }
+    v1::LocateResponse resp;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(10));
+    LARDER_RETURN_IF_ERROR(MasterError(master_->Locate(&ctx, req, &resp)));
+    uint64_t cached = 0;
+    for (int i = 0;
+         i < resp.locations_size() && i < static_cast<int>(lengths.size());
+         ++i) {
+      if (resp.locations(i).worker_ids_size() > 0) cached += lengths[i];
+    }
+    return cached;
+  }
+
   ClientStats stats() const override {
     ClientStats s;
     s.blocks_short_circuit = sc_blocks_;
@@ -229,11 +256,7 @@ class ClientImpl final : public Client {
       live = ring_workers_;
     }
     v1::LocateRequest req;
-    const BlockKey key = id.Key();
-    std::string bytes(16, '\0');
-    std::memcpy(bytes.data(), &key.low, 8);
-    std::memcpy(bytes.data() + 8, &key.high, 8);
-    req.add_block_keys(bytes);
+    req.add_block_keys(KeyToBytes(id.Key()));
     v1::LocateResponse resp;
     grpc::ClientContext ctx;
     Deadline(&ctx, absl::Seconds(2));

@@ -6,6 +6,10 @@
 #ifndef LARDER_COMMON_BLOCK_PROTO_H_
 #define LARDER_COMMON_BLOCK_PROTO_H_
 
+#include <cstring>
+#include <string>
+
+#include "absl/strings/string_view.h"
 #include "common/block_key.h"
 #include "proto/worker.pb.h"
 
@@ -23,6 +27,22 @@ inline void ToProto(const BlockId& id, v1::BlockRef* ref) {
   ref->set_index(id.index);
   ref->set_block_size(id.block_size);
   ref->set_object_size(id.object_size);
+}
+
+// A block key on the wire (placement reports, Locate): 16 bytes, low then
+// high word.
+inline std::string KeyToBytes(const BlockKey& key) {
+  std::string out(16, '\0');
+  std::memcpy(out.data(), &key.low, 8);
+  std::memcpy(out.data() + 8, &key.high, 8);
+  return out;
+}
+
+inline bool KeyFromBytes(absl::string_view bytes, BlockKey* key) {
+  if (bytes.size() != 16) return false;
+  std::memcpy(&key->low, bytes.data(), 8);
+  std::memcpy(&key->high, bytes.data() + 8, 8);
+  return true;
 }
 
 }  // namespace larder

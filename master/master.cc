@@ -100,6 +100,15 @@ class MasterService final : public v1::Master::Service {
   grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest* req,
                     v1::StatResponse* resp) override {
     absl::StatusOr<v1::StatResponse> r = metadata_->Stat(req->path());
+    if (!r.ok() && r.status().code() == absl::StatusCode::kNotFound &&
+        !mounts_->VirtualChildren(req->path()).empty()) {
+      // A directory made of mount path prefixes ("/", "/datasets").
+      absl::StatusOr<std::string> path = NormalizeClusterPath(req->path());
+      resp->mutable_info()->set_path(path.ok() ? *path : req->path());
+      resp->mutable_info()->set_is_dir(true);
+      resp->set_ring_version(membership_->version());
+      return grpc::Status::OK;
+    }
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *std::move(r);
     resp->set_ring_version(membership_->version());
@@ -108,16 +117,24 @@ class MasterService final : public v1::Master::Service {
 
   grpc::Status List(grpc::ServerContext*, const v1::ListRequest* req,
                     v1::ListResponse* resp) override {
-    if (req->path() == "/" ||
-        req->path().empty()) {  // The root lists the mounts.
-      const v1::MountTable table =
-          mounts_->Get();  // Not a temporary: the loop refers into it.
-      for (const v1::MountEntry& m : table.mounts()) {
-        v1::ObjectInfo* e = resp->add_entries();
-        e->set_path(m.path());
-        e->set_is_dir(true);
+    // "/" and other prefixes of mount paths list the next path components
+    // (a mount path itself lists its under-store).
+    const std::string path = req->path().empty() ? "/" : req->path();
+    if (!mounts_->Resolve(path).ok()) {
+      std::vector<std::string> children = mounts_->VirtualChildren(path);
+      if (!children.empty() || path == "/") {
+        const std::string prefix =
+            NormalizeClusterPath(path).value_or("/") == "/"
+                ? "/"
+                : NormalizeClusterPath(path).value_or("/") + "/";
+        for (const std::string& c : children) {
+          v1::ObjectInfo* e = resp->add_entries();
+          e->set_path(prefix + c);
+          e->set_is_dir(true);
+        }
+        resp->set_ring_version(membership_->version());
+        return grpc::Status::OK;
       }
-      return grpc::Status::OK;
     }
     absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
     if (!r.ok()) return ToGrpcStatus(r.status());

@@ -8,20 +8,6 @@
 
 namespace larder {
 
-std::string KeyToBytes(const BlockKey& key) {
-  std::string out(16, '\0');
-  std::memcpy(out.data(), &key.low, 8);
-  std::memcpy(out.data() + 8, &key.high, 8);
-  return out;
-}
-
-bool KeyFromBytes(absl::string_view bytes, BlockKey* key) {
-  if (bytes.size() != 16) return false;
-  std::memcpy(&key->low, bytes.data(), 8);
-  std::memcpy(&key->high, bytes.data() + 8, 8);
-  return true;
-}
-
 void Membership::Forget(Worker& w) {
   for (const BlockKey& k : w.blocks) {
     auto it = placement_.find(k);

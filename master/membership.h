@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/block_key.h"
+#include "common/block_proto.h"
 #include "common/ring.h"
 #include "proto/master.pb.h"
 
@@ -80,10 +81,6 @@ class Membership {
   HashRing ring_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkerInfo> ring_workers_ ABSL_GUARDED_BY(mu_);
 };
-
-// 16-byte wire form of a block key (low then high, little-endian).
-std::string KeyToBytes(const BlockKey& key);
-bool KeyFromBytes(absl::string_view bytes, BlockKey* key);
 
 }  // namespace larder
 

@@ -5,6 +5,7 @@
 #include <google/protobuf/text_format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -129,6 +130,23 @@ absl::StatusOr<v1::MountTable> MountRegistry::Remove(const std::string& raw) {
 v1::MountTable MountRegistry::Get() const {
   absl::MutexLock lock(&mu_);
   return table_;
+}
+
+std::vector<std::string> MountRegistry::VirtualChildren(
+    absl::string_view raw) const {
+  absl::StatusOr<std::string> path = NormalizeClusterPath(raw);
+  if (!path.ok()) return {};
+  const std::string prefix = *path == "/" ? "/" : *path + "/";
+  std::vector<std::string> out;
+  absl::MutexLock lock(&mu_);
+  for (const v1::MountEntry& m : table_.mounts()) {
+    if (!absl::StartsWith(m.path(), prefix)) continue;
+    absl::string_view rest = absl::string_view(m.path()).substr(prefix.size());
+    out.emplace_back(rest.substr(0, rest.find('/')));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 absl::StatusOr<std::pair<v1::MountEntry, std::string>> MountRegistry::Resolve(

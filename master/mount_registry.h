@@ -14,6 +14,7 @@
 #define LARDER_MASTER_MOUNT_REGISTRY_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -36,6 +37,11 @@ class MountRegistry {
   // Errors: NotFound.
   absl::StatusOr<v1::MountTable> Remove(const std::string& path);
   v1::MountTable Get() const;
+
+  // Directories that exist only as prefixes of mount paths ("/" and
+  // "/datasets" when "/datasets/imagenet" is mounted): the next path
+  // components below `path`, sorted. Empty if `path` is no such prefix.
+  std::vector<std::string> VirtualChildren(absl::string_view path) const;
 
   // The mount holding `cluster_path` and the path within it.
   // Errors: NotFound ("no mount holds PATH"), InvalidArgument (bad path).

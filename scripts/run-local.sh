@@ -9,8 +9,10 @@
 #      tier, an NVMe-style directory tier and a short-circuit socket);
 #   4. mounts the dataset at /datasets/sample, preloads it (larder load), reads
 #      it twice through the cache (larder cp), checks both copies byte for
-#      byte, and prints larder ring and larder stats: every block was fetched
-#      from the under-store once (by the load), both passes were cache hits.
+#      byte, mounts the cluster with `larder fuse` and compares the mounted
+#      tree with the source (diff -r), and prints larder ring and larder
+#      stats: every block was fetched from the under-store once (by the
+#      load), every later read was a cache hit.
 #
 # Leaves nothing running: the cluster is stopped on exit, even on failure.
 #
@@ -87,6 +89,19 @@ for pass in 1 2; do
   "$larder" cp /datasets/sample "$work/pass-$pass"
   diff -r "$dataset" "$work/pass-$pass" && echo "pass $pass: identical to the source, $(find "$work/pass-$pass" -type f | wc -l) files"
 done
+echo
+echo "== larder fuse $work/mnt: the same dataset as files, for training code"
+mkdir -p "$work/mnt"; : >"$work/fuse.log"
+"$larder" fuse "$work/mnt" --fuse_metrics_listen="127.0.0.1:$(free_port)" >"$work/fuse.log" 2>&1 &
+fuse_pid=$!
+pids=("$fuse_pid" "${pids[@]}")  # Unmounted first on exit.
+for i in $(seq 1 100); do
+  if grep -q "mounted" "$work/fuse.log"; then break; fi
+  sleep 0.1
+done
+ls "$work/mnt" "$work/mnt/datasets/sample"
+diff -r "$dataset" "$work/mnt/datasets/sample" && echo "FUSE: identical to the source, $(find "$work/mnt/datasets/sample" -type f | wc -l) files"
+kill -TERM "$fuse_pid"; wait "$fuse_pid" || true
 echo
 echo "== larder stats"
 "$larder" stats

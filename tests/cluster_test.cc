@@ -41,11 +41,9 @@ class ClusterTest : public ::testing::Test {
     auto server = testing::S3rver::Start("cluster");
     ASSERT_TRUE(server.ok()) << server.status();
     s3_ = std::move(*server);
-    UnderStoreOptions o;
-    o.aws_credentials = testing::S3rver::Credentials();
-    auto store = OpenUnderStore(s3_->Uri("ds"), o);
-    ASSERT_TRUE(store.ok());
-    store_.reset(static_cast<S3Store*>(store->release()));
+    auto store = s3_->OpenStore("ds");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
     for (int i = 0; i < 12; ++i) {
       const std::string path =
           absl::StrCat("train/c", i % 3, "/sample-", i, ".bin");

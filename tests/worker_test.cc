@@ -42,11 +42,9 @@ class WorkerTest : public ::testing::Test {
     auto server = testing::S3rver::Start("worker-test");
     ASSERT_TRUE(server.ok()) << server.status();
     s3_ = std::move(*server);
-    UnderStoreOptions o;
-    o.aws_credentials = testing::S3rver::Credentials();
-    auto store = OpenUnderStore(s3_->Uri("ds"), o);
-    ASSERT_TRUE(store.ok());
-    store_.reset(static_cast<S3Store*>(store->release()));
+    auto store = s3_->OpenStore("ds");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
     data_ = PatternBytes(kObjectSize, 1);
     auto v = store_->Put("shard-0.bin", data_);
     ASSERT_TRUE(v.ok()) << v.status();

@@ -8,19 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/block_proto.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
 namespace larder {
 namespace {
-
-std::string KeyBytes(const BlockKey& key) {
-  std::string out(16, '\0');
-  std::memcpy(out.data(), &key.low, 8);
-  std::memcpy(out.data() + 8, &key.high, 8);
-  return out;
-}
 
 void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
   ctx->set_deadline(std::chrono::system_clock::now() +
@@ -57,7 +51,7 @@ absl::Status MasterLink::Register() {
   *req.mutable_worker() = options_.self;
   store_->DrainJournal(nullptr, nullptr);  // The full report supersedes it.
   for (const BlockKey& k : store_->CachedKeys())
-    req.add_cached_blocks(KeyBytes(k));
+    req.add_cached_blocks(KeyToBytes(k));
   v1::RegisterWorkerResponse resp;
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(10));
@@ -119,8 +113,8 @@ void MasterLink::Loop() {
       req.set_worker_id(options_.self.id());
       std::vector<BlockKey> added, removed;
       store_->DrainJournal(&added, &removed);
-      for (const BlockKey& k : added) req.add_added_blocks(KeyBytes(k));
-      for (const BlockKey& k : removed) req.add_removed_blocks(KeyBytes(k));
+      for (const BlockKey& k : added) req.add_added_blocks(KeyToBytes(k));
+      for (const BlockKey& k : removed) req.add_removed_blocks(KeyToBytes(k));
       v1::HeartbeatResponse resp;
       grpc::ClientContext ctx;
       Deadline(&ctx, absl::Seconds(5));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "understore/factory.h"
 
 namespace larder::testing {
 
@@ -74,6 +75,16 @@ int S3rver::CountRequests(const std::string& needle) const {
 int S3rver::WaitForRequests(const std::string& needle, int at_least) const {
   WaitFor([&] { return CountRequests(needle) >= at_least; }, absl::Seconds(10));
   return CountRequests(needle);
+}
+
+absl::StatusOr<std::unique_ptr<S3Store>> S3rver::OpenStore(
+    const std::string& prefix) const {
+  UnderStoreOptions o;
+  o.aws_credentials = Credentials();
+  absl::StatusOr<std::unique_ptr<UnderStore>> store =
+      OpenUnderStore(Uri(prefix), o);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<S3Store>(static_cast<S3Store*>(store->release()));
 }
 
 }  // namespace larder::testing

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "tests/testing/process.h"
 #include "understore/aws_credentials.h"
+#include "understore/s3_store.h"
 
 namespace larder::testing {
 
@@ -44,6 +45,10 @@ class S3rver {
   // s3://BUCKET/PREFIX?endpoint=...&region=us-east-1&path_style=true
   std::string Uri(const std::string& prefix = "") const;
   static AwsCredentials Credentials() { return {"S3RVER", "S3RVER", ""}; }
+  // An S3Store on Uri(prefix) with s3rver's keys (tests write objects with
+  // its Put).
+  absl::StatusOr<std::unique_ptr<S3Store>> OpenStore(
+      const std::string& prefix) const;
 
   // Number of logged requests whose line contains `needle` (e.g. "GET" plus
   // a key) since the start.

@@ -1,6 +1,11 @@
 // Copyright 2026 The Larder Authors.
 #include "tests/testing/worker_process.h"
 
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -97,11 +102,15 @@ std::string WorkerProcess::address() const {
 }
 
 absl::StatusOr<double> WorkerProcess::Metric(const std::string& series) const {
+  return ScrapeMetric(metrics_port_, series);
+}
+
+absl::StatusOr<double> ScrapeMetric(int port, const std::string& series) {
   HttpOptions o;
   o.retry.max_attempts = 1;
   HttpClient http(o);
   HttpRequest req;
-  req.url = absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics");
+  req.url = absl::StrCat("http://127.0.0.1:", port, "/metrics");
   absl::StatusOr<HttpResponse> r = http.Send(req);
   if (!r.ok()) return r.status();
   for (absl::string_view line : absl::StrSplit(r->body, '\n')) {
@@ -169,6 +178,95 @@ absl::Status MasterProcess::Restart() {
 
 std::string MasterProcess::address() const {
   return absl::StrCat("127.0.0.1:", port_);
+}
+
+bool IsMounted(const std::string& path) {
+  auto mounts = ReadFile("/proc/self/mounts");
+  if (!mounts.ok()) return false;
+  for (absl::string_view line : absl::StrSplit(*mounts, '\n')) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    if (f.size() > 1 && f[1] == path) return true;
+  }
+  return false;
+}
+
+void ForceUnmount(const std::string& path) {
+  // The mount's device ("0:NN") names its FUSE connection (NN).
+  std::string minor;
+  auto info = ReadFile("/proc/self/mountinfo");
+  for (absl::string_view line : absl::StrSplit(info.value_or(""), '\n')) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    if (f.size() > 4 && f[4] == path) {
+      std::vector<absl::string_view> dev = absl::StrSplit(f[2], ':');
+      if (dev.size() == 2) minor = std::string(dev[1]);
+    }
+  }
+  if (minor.empty()) return;
+  ::umount2(path.c_str(), MNT_DETACH);
+  // A hung daemon would leave readers stuck in the kernel: abort this
+  // connection (and only this one).
+  ::mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, nullptr);
+  (void)WriteFile(absl::StrCat("/sys/fs/fuse/connections/", minor, "/abort"),
+                  "1");
+}
+
+absl::StatusOr<std::unique_ptr<FuseProcess>> FuseProcess::Start(
+    const std::string& master, std::vector<std::string> flags) {
+  std::unique_ptr<FuseProcess> f(new FuseProcess);
+  f->master_ = master;
+  f->flags_ = std::move(flags);
+  f->mountpoint_ = f->dir_.path() + "/mnt";
+  f->log_ = f->dir_.path() + "/fuse.log";
+  if (::mkdir(f->mountpoint_.c_str(), 0755) != 0)
+    return absl::InternalError("cannot create the mount point");
+  absl::Status st = f->Launch();
+  if (!st.ok()) return st;
+  return f;
+}
+
+absl::Status FuseProcess::Launch() {
+  absl::Status st;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    metrics_port_ = PickFreePort();
+    std::vector<std::string> argv = {
+        LARDER_CLI_BINARY, "fuse", mountpoint_,
+        absl::StrCat("--master=", master_),
+        absl::StrCat("--fuse_metrics_listen=127.0.0.1:", metrics_port_)};
+    argv.insert(argv.end(), flags_.begin(), flags_.end());
+    auto before = ReadFile(log_);
+    st = process_.Start(argv, log_);
+    if (!st.ok()) return st;
+    bool exited = false;
+    st = AwaitReady(process_, log_, before.ok() ? before->size() : 0,
+                    "larder fuse: mounted", &exited);
+    if (st.ok() || !exited) return st;
+    auto text = ReadFile(log_);
+    if (text.ok() && text->find("busy") != std::string::npos) return st;
+  }
+  return st;
+}
+
+absl::Status FuseProcess::Restart() {
+  process_.Stop(9);
+  WaitFor([&] { return !IsMounted(mountpoint_); }, absl::Seconds(10));
+  ForceUnmount(mountpoint_);
+  return Launch();
+}
+
+FuseProcess::~FuseProcess() {
+  if (process_.running() && process_.Exited()) {
+    // Died during the test: its log says why.
+    auto log = ReadFile(log_);
+    std::fprintf(stderr, "larder fuse exited during the test; its log:\n%s\n",
+                 log.value_or("(none)").c_str());
+  }
+  process_.Stop(15);
+  WaitFor([&] { return !IsMounted(mountpoint_); }, absl::Seconds(5));
+  ForceUnmount(mountpoint_);
+}
+
+absl::StatusOr<double> FuseProcess::Metric(const std::string& series) const {
+  return ScrapeMetric(metrics_port_, series);
 }
 
 }  // namespace larder::testing

@@ -78,6 +78,44 @@ class MasterProcess {
   Subprocess process_;
 };
 
+// `larder fuse MOUNTPOINT` over a running master, mounted on a fresh
+// directory. The destructor stops it and makes sure nothing stays mounted.
+class FuseProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<FuseProcess>> Start(
+      const std::string& master, std::vector<std::string> flags = {});
+  ~FuseProcess();
+
+  // Sends `signal`; with 9 the mount is left to auto_unmount.
+  void Kill(int signal = 9) { process_.Stop(signal); }
+  // Starts the daemon again on the same mount point.
+  absl::Status Restart();
+  bool Exited() { return process_.Exited(); }
+
+  const std::string& mountpoint() const { return mountpoint_; }
+  const std::string& log_path() const { return log_; }
+  int metrics_port() const { return metrics_port_; }
+  absl::StatusOr<double> Metric(const std::string& series) const;
+
+ private:
+  FuseProcess() = default;
+  absl::Status Launch();
+  TempDir dir_;
+  std::string master_, mountpoint_, log_;
+  std::vector<std::string> flags_;
+  int metrics_port_ = 0;
+  Subprocess process_;
+};
+
+// Whether something is mounted at `path` (per /proc/self/mounts).
+bool IsMounted(const std::string& path);
+// Unmounts `path` whatever state its FUSE daemon is in (lazy unmount, then
+// aborting the FUSE connection), so a failed test never leaves a hung mount.
+void ForceUnmount(const std::string& path);
+
+// The value of `series` on the /metrics page at 127.0.0.1:`port`.
+absl::StatusOr<double> ScrapeMetric(int port, const std::string& series);
+
 }  // namespace larder::testing
 
 #endif  // LARDER_TESTS_TESTING_WORKER_PROCESS_H_

@@ -126,6 +126,10 @@ class Client {
   // the requests are sent.
   virtual absl::Status Prefetch(const std::vector<std::string>& paths) = 0;
 
+  // Bytes of the file held in the cluster's cache (by the master's placement
+  // index, which lags the workers by up to a heartbeat).
+  virtual absl::StatusOr<uint64_t> CachedBytes(absl::string_view path) = 0;
+
   virtual ClientStats stats() const = 0;
 };
 

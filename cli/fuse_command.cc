@@ -1,0 +1,197 @@
+// Copyright 2026 The Larder Authors.
+//
+// `larder fuse MOUNTPOINT`: the FUSE adaptor daemon.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+#include "fuse/fuse_mount.h"
+#include "larder/client.h"
+
+ABSL_DECLARE_FLAG(std::string, node);
+
+ABSL_FLAG(bool, daemon, false,
+          "fuse: detach and run in the background once mounted (the command "
+          "returns when the mount is ready, or fails with its error).");
+ABSL_FLAG(absl::Duration, attr_timeout, absl::Seconds(10),
+          "fuse: how long the kernel trusts file attributes.");
+ABSL_FLAG(absl::Duration, entry_timeout, absl::Seconds(10),
+          "fuse: how long the kernel trusts name lookups.");
+ABSL_FLAG(absl::Duration, negative_timeout, absl::Seconds(1),
+          "fuse: how long the kernel remembers a missing name (0 = not).");
+ABSL_FLAG(bool, keep_cache, true,
+          "fuse: keep the kernel page cache across opens while a file's "
+          "version is unchanged.");
+ABSL_FLAG(std::string, max_read, "1MiB", "fuse: largest read request.");
+ABSL_FLAG(std::string, kernel_read_ahead, "8MiB",
+          "fuse: kernel readahead window of the mount (0 = kernel default).");
+ABSL_FLAG(int, fuse_threads, 32, "fuse: most requests served at once.");
+ABSL_FLAG(bool, allow_other, true,
+          "fuse: let every user read the mount (pods run as non-root).");
+ABSL_FLAG(bool, auto_unmount, true,
+          "fuse: unmount (by fusermount3) if the daemon dies.");
+ABSL_FLAG(std::string, fuse_metrics_listen, "127.0.0.1:7072",
+          "fuse: address of /metrics and /healthz (empty = disabled).");
+ABSL_FLAG(int, list_page_size, 1000,
+          "fuse: directory entries fetched per master call (the daemon holds "
+          "one page per open directory).");
+ABSL_FLAG(int, readahead_blocks, 4,
+          "fuse, client: blocks a sequential reader asks the owners to fetch "
+          "ahead.");
+
+namespace larder::cli {
+namespace {
+
+constexpr absl::string_view kUsage =
+    R"(larder fuse: mount the cluster namespace read-only with FUSE.
+
+  larder fuse MOUNTPOINT [--master=HOST:PORT] [--daemon]
+              [--attr_timeout=10s] [--entry_timeout=10s] [--negative_timeout=1s]
+              [--keep_cache=true] [--max_read=1MiB] [--kernel_read_ahead=8MiB]
+              [--fuse_threads=32] [--allow_other=true] [--auto_unmount=true]
+              [--fuse_metrics_listen=127.0.0.1:7072] [--readahead_blocks=4] [--node=NAME]
+
+Every mount of the master's mount table appears under MOUNTPOINT as a directory tree
+(/datasets/imagenet -> MOUNTPOINT/datasets/imagenet). Reads go through the cache: blocks
+owned by the worker on this node (--node, default the host name) by short-circuit, others
+over gRPC. Writes fail with EROFS. SIGTERM/SIGINT unmount after in-flight reads finish; if
+the daemon dies, fusermount3 unmounts (--auto_unmount). Exit codes: 3 the mount point does
+not exist, 6 it is busy (already mounted, or a dead mount), 5 the master is unreachable.
+)";
+
+absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
+  FuseOptions o;
+  o.mountpoint = mountpoint;
+  o.attr_timeout = absl::GetFlag(FLAGS_attr_timeout);
+  o.entry_timeout = absl::GetFlag(FLAGS_entry_timeout);
+  o.negative_timeout = absl::GetFlag(FLAGS_negative_timeout);
+  o.keep_cache = absl::GetFlag(FLAGS_keep_cache);
+  LARDER_ASSIGN_OR_RETURN(uint64_t max_read,
+                          ParseBytes(absl::GetFlag(FLAGS_max_read)));
+  o.max_read = static_cast<uint32_t>(std::min<uint64_t>(max_read, 1ull << 30));
+  LARDER_ASSIGN_OR_RETURN(o.read_ahead,
+                          ParseBytes(absl::GetFlag(FLAGS_kernel_read_ahead)));
+  o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));
+  o.allow_other = absl::GetFlag(FLAGS_allow_other);
+  o.auto_unmount = absl::GetFlag(FLAGS_auto_unmount);
+  o.ops_listen = absl::GetFlag(FLAGS_fuse_metrics_listen);
+  o.list_page_size = std::max(1, absl::GetFlag(FLAGS_list_page_size));
+  return o;
+}
+
+// Mounts and serves; `ready` is called once mounted (or with the error).
+absl::Status MountAndServe(
+    const FuseOptions& options,
+    const std::function<void(const absl::Status&, int ops_port)>& ready) {
+  // SIGTERM/SIGINT/SIGHUP reach only the thread that runs the FUSE loop:
+  // every thread started from here on (client, gRPC, metrics) blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ClientOptions co;
+  co.master = MasterAddress().empty() ? "127.0.0.1:7060" : MasterAddress();
+  co.node = absl::GetFlag(FLAGS_node);
+  co.readahead_blocks = absl::GetFlag(FLAGS_readahead_blocks);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(co);
+  if (!client.ok()) {
+    ready(client.status(), 0);
+    return client.status();
+  }
+  absl::StatusOr<std::unique_ptr<FuseMount>> mount =
+      FuseMount::Mount(options, std::move(*client));
+  if (!mount.ok()) {
+    ready(mount.status(), 0);
+    return mount.status();
+  }
+  ready(absl::OkStatus(), (*mount)->ops_port());
+  return (*mount)->Serve();
+}
+
+void PrintReady(const FuseOptions& options, int ops_port) {
+  std::printf("larder fuse: mounted %s, metrics port %d\n",
+              options.mountpoint.c_str(), ops_port);
+  std::fflush(stdout);
+}
+
+// --daemon: the child mounts and serves; the parent waits for its first
+// word (mounted, or the error) so the command's exit code tells the truth.
+absl::Status RunDaemon(const FuseOptions& options) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid > 0) {
+    ::close(pipefd[1]);
+    std::string msg;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(pipefd[0], buf, sizeof(buf))) > 0) msg.append(buf, n);
+    ::close(pipefd[0]);
+    if (msg.empty()) {
+      int wstatus = 0;
+      ::waitpid(pid, &wstatus, 0);
+      return absl::InternalError("the FUSE daemon exited before mounting");
+    }
+    // "0 PORT" or "CODE message".
+    const int code = std::atoi(msg.c_str());
+    if (code == 0) {
+      std::printf("larder fuse: mounted %s (daemon pid %d), metrics port %s\n",
+                  options.mountpoint.c_str(), pid,
+                  msg.substr(msg.find(' ') + 1).c_str());
+      return absl::OkStatus();
+    }
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        msg.substr(msg.find(' ') + 1));
+  }
+  ::close(pipefd[0]);
+  ::setsid();
+  if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
+    ::dup2(null, STDIN_FILENO);
+    ::dup2(null, STDOUT_FILENO);
+    ::close(null);
+  }
+  const int report = pipefd[1];
+  absl::Status st =
+      MountAndServe(options, [&](const absl::Status& s, int port) {
+        const std::string msg =
+            s.ok() ? absl::StrCat("0 ", port)
+                   : absl::StrCat(static_cast<int>(s.code()), " ", s.message());
+        (void)!::write(report, msg.data(), msg.size());
+        ::close(report);
+      });
+  std::_Exit(st.ok() ? 0 : 1);
+}
+
+absl::Status RunFuse(const std::vector<std::string>& args) {
+  if (args.size() != 1)
+    return absl::InvalidArgumentError(
+        "usage: larder fuse MOUNTPOINT [--flags] (larder fuse --help)");
+  LARDER_ASSIGN_OR_RETURN(FuseOptions options, OptionsFromFlags(args[0]));
+  if (absl::GetFlag(FLAGS_daemon)) return RunDaemon(options);
+  return MountAndServe(options, [&](const absl::Status& s, int port) {
+    if (s.ok()) PrintReady(options, port);
+  });
+}
+
+}  // namespace
+
+const Command kFuseCommand = {"fuse",
+                              "mount the cluster namespace read-only with FUSE",
+                              kUsage, &RunFuse};
+
+}  // namespace larder::cli

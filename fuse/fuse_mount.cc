@@ -1,0 +1,934 @@
+// Copyright 2026 The Larder Authors.
+//
+// libfuse3 low-level operations over larder::Client. See fuse_mount.h.
+#define FUSE_USE_VERSION 312
+
+#include "fuse/fuse_mount.h"
+
+#include <fcntl.h>
+#include <fuse3/fuse_lowlevel.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "common/log.h"
+#include "common/ops_server.h"
+#include "common/status_macros.h"
+#include "fuse/inode_table.h"
+
+namespace larder {
+namespace {
+
+// Operation types, for metrics.
+enum Op {
+  kLookup,
+  kForget,
+  kGetattr,
+  kOpendir,
+  kReaddir,
+  kReaddirplus,
+  kReleasedir,
+  kOpen,
+  kRead,
+  kRelease,
+  kStatfs,
+  kGetxattr,
+  kListxattr,
+  kWrite,  // Every modifying operation (all answered EROFS).
+  kOpCount
+};
+constexpr std::array<const char*, kOpCount> kOpNames = {
+    "lookup",      "forget",     "getattr",   "opendir", "readdir",
+    "readdirplus", "releasedir", "open",      "read",    "release",
+    "statfs",      "getxattr",   "listxattr", "write"};
+
+struct FuseMetrics {
+  explicit FuseMetrics(prometheus::Registry& r) {
+    auto& ops_family = prometheus::BuildCounter()
+                           .Name("larder_fuse_operations_total")
+                           .Help("FUSE requests served, by operation")
+                           .Register(r);
+    auto& errors_family =
+        prometheus::BuildCounter()
+            .Name("larder_fuse_errors_total")
+            .Help("FUSE requests answered with an error, by operation")
+            .Register(r);
+    auto& latency_family = prometheus::BuildHistogram()
+                               .Name("larder_fuse_operation_seconds")
+                               .Help("FUSE request latency, by operation")
+                               .Register(r);
+    for (int i = 0; i < kOpCount; ++i) {
+      ops[i] = &ops_family.Add({{"op", kOpNames[i]}});
+      errors[i] = &errors_family.Add({{"op", kOpNames[i]}});
+      latency[i] = &latency_family.Add(
+          {{"op", kOpNames[i]}},
+          prometheus::Histogram::BucketBoundaries{
+              0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+              0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+    }
+    read_bytes = &prometheus::BuildCounter()
+                      .Name("larder_fuse_read_bytes_total")
+                      .Help("Bytes returned by FUSE reads")
+                      .Register(r)
+                      .Add({});
+    open_files = &prometheus::BuildGauge()
+                      .Name("larder_fuse_open_files")
+                      .Help("Files open through the mount")
+                      .Register(r)
+                      .Add({});
+    inodes = &prometheus::BuildGauge()
+                  .Name("larder_fuse_inodes")
+                  .Help("Inodes the kernel holds references to")
+                  .Register(r)
+                  .Add({});
+  }
+  std::array<prometheus::Counter*, kOpCount> ops{}, errors{};
+  std::array<prometheus::Histogram*, kOpCount> latency{};
+  prometheus::Counter* read_bytes;
+  prometheus::Gauge* open_files;
+  prometheus::Gauge* inodes;
+};
+
+// An open file: the client's File, pinned to the version seen at open.
+struct OpenFile {
+  std::unique_ptr<File> file;
+};
+
+// An open directory: one page of the listing at a time, so a directory of
+// 100k entries never sits in memory whole. Entry i of the listing has the
+// readdir offset i + 3 ("." is 1, ".." is 2).
+struct DirHandle {
+  absl::Mutex mu;
+  std::string path;
+  bool loaded ABSL_GUARDED_BY(mu) = false;
+  uint64_t page_start ABSL_GUARDED_BY(mu) = 0;  // Listing index of page[0].
+  std::vector<FileInfo> page ABSL_GUARDED_BY(mu);
+  std::string next_token ABSL_GUARDED_BY(mu);
+};
+
+std::string BaseName(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return std::string(slash == absl::string_view::npos ? path
+                                                      : path.substr(slash + 1));
+}
+
+// One aligned read buffer per FUSE thread (the kernel's copy into a
+// misaligned buffer is several times slower).
+char* ThreadBuffer(size_t size) {
+  struct Buf {
+    char* data = nullptr;
+    size_t size = 0;
+    ~Buf() { std::free(data); }
+  };
+  thread_local Buf buf;
+  if (buf.size < size) {
+    std::free(buf.data);
+    buf.data = static_cast<char*>(
+        std::aligned_alloc(4096, (size + 4095) & ~size_t{4095}));
+    buf.size = buf.data ? size : 0;
+  }
+  return buf.data;
+}
+
+// One line of /proc/self/mountinfo.
+struct MountInfo {
+  std::string device;  // "major:minor"
+  std::string source, type;
+};
+
+// Undoes the octal escapes (\040 for a space) of mountinfo paths.
+std::string Unescape(absl::string_view in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '\\' && i + 3 < in.size()) {
+      int v = 0;
+      bool ok = true;
+      for (size_t k = 1; k <= 3; ++k) {
+        if (in[i + k] < '0' || in[i + k] > '7') {
+          ok = false;
+          break;
+        }
+        v = v * 8 + (in[i + k] - '0');
+      }
+      if (ok) {
+        out.push_back(static_cast<char>(v));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(in[i]);
+  }
+  return out;
+}
+
+// The topmost mount at `path` (a resolved path), if any.
+std::optional<MountInfo> FindMount(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  std::optional<MountInfo> found;
+  while (std::getline(in, line)) {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE ...
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() < 5 || Unescape(f[4]) != path) continue;
+    MountInfo m;
+    m.device = f[2];
+    for (size_t i = 5; i + 2 < f.size(); ++i) {
+      if (f[i] == "-") {
+        m.type = f[i + 1];
+        m.source = f[i + 2];
+        break;
+      }
+    }
+    found = m;
+  }
+  return found;
+}
+
+}  // namespace
+
+int ErrnoFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kNotFound:
+      return ENOENT;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return EACCES;
+    case absl::StatusCode::kDeadlineExceeded:
+      return ETIMEDOUT;
+    case absl::StatusCode::kFailedPrecondition:
+      return ESTALE;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return EINVAL;
+    case absl::StatusCode::kUnimplemented:
+      return ENOTSUP;
+    case absl::StatusCode::kResourceExhausted:
+      return EAGAIN;
+    default:
+      return EIO;
+  }
+}
+
+class FuseMount::Fs {
+ public:
+  Fs(FuseOptions options, std::unique_ptr<Client> client)
+      : options_(std::move(options)),
+        client_(std::move(client)),
+        registry_(std::make_shared<prometheus::Registry>()),
+        metrics_(*registry_) {}
+
+  ~Fs() {
+    if (session_ != nullptr) {
+      if (mounted_) fuse_session_unmount(session_);
+      fuse_session_destroy(session_);
+    }
+  }
+
+  absl::Status Mount();
+  absl::Status Serve();
+  int ops_port() const { return ops_ ? ops_->port() : 0; }
+
+ private:
+  // Times one request and counts its outcome.
+  class Scope {
+   public:
+    Scope(Fs* fs, Op op)
+        : fs_(fs), op_(op), start_(std::chrono::steady_clock::now()) {}
+    ~Scope() {
+      fs_->metrics_.ops[op_]->Increment();
+      if (failed_) fs_->metrics_.errors[op_]->Increment();
+      fs_->metrics_.latency[op_]->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        start_)
+              .count());
+    }
+    void Failed() { failed_ = true; }
+
+   private:
+    Fs* fs_;
+    Op op_;
+    std::chrono::steady_clock::time_point start_;
+    bool failed_ = false;
+  };
+
+  static Fs* Self(fuse_req_t req) {
+    return static_cast<Fs*>(fuse_req_userdata(req));
+  }
+
+  // Replies with the errno for `status`; unexpected failures are logged with
+  // their cause (NotFound is an answer, not a failure).
+  void ReplyError(fuse_req_t req, Scope& scope, const char* op,
+                  absl::string_view path, const absl::Status& status) {
+    scope.Failed();
+    const int err = ErrnoFor(status);
+    if (err != ENOENT) {
+      LARDER_LOG(WARNING, "fuse.error")
+          .Field("op", op)
+          .Field("path", path)
+          .Field("errno", strerrorname_np(err) ? strerrorname_np(err) : "?")
+          .Field("status", status);
+    }
+    fuse_reply_err(req, err);
+  }
+
+  void ReplyReadOnly(fuse_req_t req, const char* op, fuse_ino_t ino,
+                     absl::string_view name = "") {
+    Scope scope(this, kWrite);
+    scope.Failed();
+    std::string path = inodes_.Path(ino).value_or("?");
+    if (!name.empty()) path = InodeTable::Child(path, name);
+    LARDER_LOG(WARNING, "fuse.read_only")
+        .Field("op", op)
+        .Field("path", path)
+        .Field("reason", "the Larder mount is read-only (EROFS)");
+    fuse_reply_err(req, EROFS);
+  }
+
+  struct stat Attr(fuse_ino_t ino, const FileInfo& info) const {
+    struct stat st {};
+    st.st_ino = ino;
+    st.st_mode = info.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+    st.st_nlink = info.is_dir ? 2 : 1;
+    st.st_uid = uid_;
+    st.st_gid = gid_;
+    st.st_size = info.is_dir ? 4096 : static_cast<off_t>(info.size);
+    st.st_blksize = 1 << 20;
+    st.st_blocks = (st.st_size + 511) / 512;
+    const int64_t ns = absl::ToUnixNanos(info.mtime);
+    st.st_mtim.tv_sec = st.st_atim.tv_sec = st.st_ctim.tv_sec = ns / 1000000000;
+    st.st_mtim.tv_nsec = st.st_atim.tv_nsec = st.st_ctim.tv_nsec =
+        ns % 1000000000;
+    return st;
+  }
+
+  absl::StatusOr<FileInfo> StatPath(const std::string& path) {
+    if (path == "/") {
+      FileInfo root;
+      root.path = "/";
+      root.is_dir = true;
+      root.mtime = start_time_;
+      return root;
+    }
+    return client_->Stat(path);
+  }
+
+  // --- operations ----------------------------------------------------------
+
+  static void Init(void* userdata, struct fuse_conn_info* conn) {
+    Fs* fs = static_cast<Fs*>(userdata);
+    conn->max_read = fs->options_.max_read;
+    conn->max_readahead =
+        std::max<uint64_t>(conn->max_readahead, fs->options_.max_read);
+    if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+    if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+      conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+    if (conn->capable & FUSE_CAP_READDIRPLUS)
+      conn->want |= FUSE_CAP_READDIRPLUS;
+    if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
+      conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+      conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  }
+
+  static void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kLookup);
+    std::optional<std::string> dir = fs->inodes_.Path(parent);
+    if (!dir) {
+      scope.Failed();
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    const std::string path = InodeTable::Child(*dir, name);
+    absl::StatusOr<FileInfo> info = fs->StatPath(path);
+    if (!info.ok()) {
+      if (info.status().code() == absl::StatusCode::kNotFound &&
+          fs->options_.negative_timeout > absl::ZeroDuration()) {
+        // Ino 0: the kernel caches "no such name" for the timeout.
+        fuse_entry_param e{};
+        e.ino = 0;
+        e.entry_timeout = absl::ToDoubleSeconds(fs->options_.negative_timeout);
+        scope.Failed();
+        fuse_reply_entry(req, &e);
+        return;
+      }
+      fs->ReplyError(req, scope, "lookup", path, info.status());
+      return;
+    }
+    fuse_entry_param e{};
+    e.ino = fs->inodes_.Ref(path);
+    e.attr = fs->Attr(e.ino, *info);
+    e.attr_timeout = absl::ToDoubleSeconds(fs->options_.attr_timeout);
+    e.entry_timeout = absl::ToDoubleSeconds(fs->options_.entry_timeout);
+    fs->metrics_.inodes->Set(static_cast<double>(fs->inodes_.size()));
+    if (fuse_reply_entry(req, &e) != 0) fs->inodes_.Forget(e.ino, 1);
+  }
+
+  static void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kForget);
+    fs->inodes_.Forget(ino, nlookup);
+    fuse_reply_none(req);
+  }
+
+  static void ForgetMulti(fuse_req_t req, size_t count,
+                          struct fuse_forget_data* forgets) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kForget);
+    for (size_t i = 0; i < count; ++i)
+      fs->inodes_.Forget(forgets[i].ino, forgets[i].nlookup);
+    fs->metrics_.inodes->Set(static_cast<double>(fs->inodes_.size()));
+    fuse_reply_none(req);
+  }
+
+  static void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kGetattr);
+    std::optional<std::string> path = fs->inodes_.Path(ino);
+    if (!path) {
+      scope.Failed();
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    absl::StatusOr<FileInfo> info = fs->StatPath(*path);
+    if (!info.ok()) {
+      fs->ReplyError(req, scope, "getattr", *path, info.status());
+      return;
+    }
+    struct stat st = fs->Attr(ino, *info);
+    fuse_reply_attr(req, &st, absl::ToDoubleSeconds(fs->options_.attr_timeout));
+  }
+
+  static void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kOpendir);
+    std::optional<std::string> path = fs->inodes_.Path(ino);
+    if (!path) {
+      scope.Failed();
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    auto* d = new DirHandle;
+    d->path = *path;
+    fi->fh = reinterpret_cast<uint64_t>(d);
+    fi->cache_readdir = 0;
+    if (fuse_reply_open(req, fi) != 0) delete d;
+  }
+
+  // Makes sure the page holding listing index `index` is loaded; false with
+  // `status` OK means the listing ends before `index`.
+  absl::StatusOr<bool> Seek(DirHandle& d, uint64_t index)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
+    if (!d.loaded || index < d.page_start) {  // (Re)start the listing.
+      LARDER_ASSIGN_OR_RETURN(
+          ListResult r, client_->List(d.path, "", options_.list_page_size));
+      d.loaded = true;
+      d.page_start = 0;
+      d.page = std::move(r.entries);
+      d.next_token = std::move(r.next_page_token);
+    }
+    while (index >= d.page_start + d.page.size()) {
+      if (d.next_token.empty()) return false;
+      LARDER_ASSIGN_OR_RETURN(
+          ListResult r,
+          client_->List(d.path, d.next_token, options_.list_page_size));
+      d.page_start += d.page.size();
+      d.page = std::move(r.entries);
+      d.next_token = std::move(r.next_page_token);
+      if (d.page.empty() && d.next_token.empty()) return false;
+    }
+    return true;
+  }
+
+  // Fills `buf` with entries from offset `off`; returns the bytes used. An
+  // error with nothing filled is returned as the status.
+  absl::StatusOr<size_t> FillDir(fuse_req_t req, DirHandle& d, fuse_ino_t ino,
+                                 off_t off, bool plus, std::vector<char>& buf)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
+    const size_t size = buf.size();
+    size_t used = 0;
+    // Adds one entry; false when the reply buffer is full.
+    auto add = [&](const char* name, const struct stat& st, off_t next,
+                   bool counts_lookup, const std::string& path) {
+      if (!plus) {
+        size_t n = fuse_add_direntry(req, buf.data() + used, size - used, name,
+                                     &st, next);
+        if (n > size - used) return false;
+        used += n;
+        return true;
+      }
+      size_t need = fuse_add_direntry_plus(req, nullptr, 0, name, nullptr, 0);
+      if (need > size - used) return false;
+      fuse_entry_param e{};
+      e.attr = st;
+      if (counts_lookup) {
+        e.ino = inodes_.Ref(path);
+        e.attr.st_ino = e.ino;
+        e.attr_timeout = absl::ToDoubleSeconds(options_.attr_timeout);
+        e.entry_timeout = absl::ToDoubleSeconds(options_.entry_timeout);
+      }
+      used += fuse_add_direntry_plus(req, buf.data() + used, size - used, name,
+                                     &e, next);
+      return true;
+    };
+    struct stat dir_st {};
+    dir_st.st_ino = ino;
+    dir_st.st_mode = S_IFDIR;
+    if (off < 1 && !add(".", dir_st, 1, false, "")) return used;
+    if (off < 2 && !add("..", dir_st, 2, false, "")) return used;
+    for (uint64_t index = off < 2 ? 0 : static_cast<uint64_t>(off) - 2;;
+         ++index) {
+      absl::StatusOr<bool> more = Seek(d, index);
+      if (!more.ok()) {
+        if (used > 0) return used;  // What we have; the error comes next.
+        return more.status();
+      }
+      if (!*more) return used;
+      const FileInfo& entry = d.page[index - d.page_start];
+      const std::string name = BaseName(entry.path);
+      if (name.empty()) continue;
+      const std::string path = InodeTable::Child(d.path, name);
+      struct stat st = Attr(0, entry);
+      if (!add(name.c_str(), st, static_cast<off_t>(index + 3), true, path))
+        return used;
+    }
+  }
+
+  void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                 fuse_file_info* fi, bool plus) {
+    Scope scope(this, plus ? kReaddirplus : kReaddir);
+    auto* d = reinterpret_cast<DirHandle*>(fi->fh);
+    std::vector<char> buf(size);
+    absl::StatusOr<size_t> used;
+    {
+      // Unlocked before the reply: once the kernel has its answer, the
+      // directory may be closed, and the handle deleted, at once.
+      absl::MutexLock lock(&d->mu);
+      used = FillDir(req, *d, ino, off, plus, buf);
+    }
+    metrics_.inodes->Set(static_cast<double>(inodes_.size()));
+    if (!used.ok()) {
+      ReplyError(req, scope, plus ? "readdirplus" : "readdir", d->path,
+                 used.status());
+      return;
+    }
+    fuse_reply_buf(req, buf.data(), *used);
+  }
+
+  static void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      fuse_file_info* fi) {
+    Self(req)->DoReaddir(req, ino, size, off, fi, false);
+  }
+  static void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+                          off_t off, fuse_file_info* fi) {
+    Self(req)->DoReaddir(req, ino, size, off, fi, true);
+  }
+
+  static void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kReleasedir);
+    delete reinterpret_cast<DirHandle*>(fi->fh);
+    fuse_reply_err(req, 0);
+  }
+
+  static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Fs* fs = Self(req);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+      fs->ReplyReadOnly(req, "open for writing", ino);
+      return;
+    }
+    Scope scope(fs, kOpen);
+    std::optional<std::string> path = fs->inodes_.Path(ino);
+    if (!path) {
+      scope.Failed();
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<File>> file = fs->client_->Open(*path);
+    if (!file.ok()) {
+      fs->ReplyError(req, scope, "open", *path, file.status());
+      return;
+    }
+    const bool same = fs->inodes_.OpenedVersion(ino, (*file)->info().version);
+    fi->keep_cache = fs->options_.keep_cache && same;
+    auto* f = new OpenFile{std::move(*file)};
+    fi->fh = reinterpret_cast<uint64_t>(f);
+    fs->metrics_.open_files->Increment();
+    if (fuse_reply_open(req, fi) != 0) {
+      delete f;
+      fs->metrics_.open_files->Decrement();
+    }
+  }
+
+  static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
+                   fuse_file_info* fi) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kRead);
+    auto* f = reinterpret_cast<OpenFile*>(fi->fh);
+    char* buf = ThreadBuffer(size);
+    if (buf == nullptr) {
+      scope.Failed();
+      fuse_reply_err(req, ENOMEM);
+      return;
+    }
+    const uint64_t file_size = f->file->info().size;
+    if (static_cast<uint64_t>(off) >= file_size) {
+      fuse_reply_buf(req, nullptr, 0);
+      return;
+    }
+    absl::StatusOr<size_t> n =
+        f->file->Read(static_cast<uint64_t>(off), absl::MakeSpan(buf, size));
+    if (!n.ok()) {
+      fs->ReplyError(req, scope, "read", f->file->info().path, n.status());
+      return;
+    }
+    fs->metrics_.read_bytes->Increment(static_cast<double>(*n));
+    fuse_reply_buf(req, buf, *n);
+  }
+
+  static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kRelease);
+    delete reinterpret_cast<OpenFile*>(fi->fh);
+    fs->metrics_.open_files->Decrement();
+    fuse_reply_err(req, 0);
+  }
+
+  static void Statfs(fuse_req_t req, fuse_ino_t) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kStatfs);
+    struct statvfs st {};
+    st.f_bsize = 4096;
+    st.f_frsize = 4096;
+    st.f_namemax = 1024;
+    st.f_flag = ST_RDONLY | ST_NOSUID;
+    fuse_reply_statfs(req, &st);
+  }
+
+  // Extended attributes of files: user.larder.{version,cached_bytes}.
+  static constexpr std::array<const char*, 2> kXattrs = {
+      "user.larder.version", "user.larder.cached_bytes"};
+
+  static void ReplyXattr(fuse_req_t req, const std::string& value,
+                         size_t size) {
+    if (size == 0) {
+      fuse_reply_xattr(req, value.size());
+    } else if (size < value.size()) {
+      fuse_reply_err(req, ERANGE);
+    } else {
+      fuse_reply_buf(req, value.data(), value.size());
+    }
+  }
+
+  static void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
+                       size_t size) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kGetxattr);
+    std::optional<std::string> path = fs->inodes_.Path(ino);
+    if (!path) {
+      scope.Failed();
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    const absl::string_view want = name;
+    if (!absl::StartsWith(want, "user.larder.") || *path == "/") {
+      fuse_reply_err(req, ENODATA);
+      return;
+    }
+    if (want == "user.larder.cached_bytes") {
+      absl::StatusOr<uint64_t> n = fs->client_->CachedBytes(*path);
+      if (!n.ok()) {
+        fs->ReplyError(req, scope, "getxattr", *path, n.status());
+        return;
+      }
+      ReplyXattr(req, absl::StrCat(*n), size);
+      return;
+    }
+    absl::StatusOr<FileInfo> info = fs->client_->Stat(*path);
+    if (!info.ok()) {
+      fs->ReplyError(req, scope, "getxattr", *path, info.status());
+      return;
+    }
+    if (want == "user.larder.version") {
+      ReplyXattr(req, info->version, size);
+    } else {
+      fuse_reply_err(req, ENODATA);
+    }
+  }
+
+  static void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+    Fs* fs = Self(req);
+    Scope scope(fs, kListxattr);
+    std::string names;
+    if (ino != InodeTable::kRoot) {
+      for (const char* n : kXattrs) names.append(n).push_back('\0');
+    }
+    ReplyXattr(req, names, size);
+  }
+
+  // Every modifying operation: EROFS, logged.
+  static void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat*, int,
+                      fuse_file_info*) {
+    Self(req)->ReplyReadOnly(req, "setattr", ino);
+  }
+  static void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t,
+                    dev_t) {
+    Self(req)->ReplyReadOnly(req, "mknod", parent, name);
+  }
+  static void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name,
+                    mode_t) {
+    Self(req)->ReplyReadOnly(req, "mkdir", parent, name);
+  }
+  static void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Self(req)->ReplyReadOnly(req, "unlink", parent, name);
+  }
+  static void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Self(req)->ReplyReadOnly(req, "rmdir", parent, name);
+  }
+  static void Symlink(fuse_req_t req, const char*, fuse_ino_t parent,
+                      const char* name) {
+    Self(req)->ReplyReadOnly(req, "symlink", parent, name);
+  }
+  static void Rename(fuse_req_t req, fuse_ino_t parent, const char* name,
+                     fuse_ino_t, const char*, unsigned) {
+    Self(req)->ReplyReadOnly(req, "rename", parent, name);
+  }
+  static void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t,
+                   const char* name) {
+    Self(req)->ReplyReadOnly(req, "link", ino, name);
+  }
+  static void Write(fuse_req_t req, fuse_ino_t ino, const char*, size_t, off_t,
+                    fuse_file_info*) {
+    Self(req)->ReplyReadOnly(req, "write", ino);
+  }
+  static void Create(fuse_req_t req, fuse_ino_t parent, const char* name,
+                     mode_t, fuse_file_info*) {
+    Self(req)->ReplyReadOnly(req, "create", parent, name);
+  }
+  static void Setxattr(fuse_req_t req, fuse_ino_t ino, const char*, const char*,
+                       size_t, int) {
+    Self(req)->ReplyReadOnly(req, "setxattr", ino);
+  }
+  static void Removexattr(fuse_req_t req, fuse_ino_t ino, const char*) {
+    Self(req)->ReplyReadOnly(req, "removexattr", ino);
+  }
+  static void Fallocate(fuse_req_t req, fuse_ino_t ino, int, off_t, off_t,
+                        fuse_file_info*) {
+    Self(req)->ReplyReadOnly(req, "fallocate", ino);
+  }
+
+  static fuse_lowlevel_ops Ops() {
+    fuse_lowlevel_ops ops{};
+    ops.init = &Init;
+    ops.lookup = &Lookup;
+    ops.forget = &Forget;
+    ops.forget_multi = &ForgetMulti;
+    ops.getattr = &Getattr;
+    ops.opendir = &Opendir;
+    ops.readdir = &Readdir;
+    ops.readdirplus = &Readdirplus;
+    ops.releasedir = &Releasedir;
+    ops.open = &Open;
+    ops.read = &Read;
+    ops.release = &Release;
+    ops.statfs = &Statfs;
+    ops.getxattr = &Getxattr;
+    ops.listxattr = &Listxattr;
+    ops.setattr = &Setattr;
+    ops.mknod = &Mknod;
+    ops.mkdir = &Mkdir;
+    ops.unlink = &Unlink;
+    ops.rmdir = &Rmdir;
+    ops.symlink = &Symlink;
+    ops.rename = &Rename;
+    ops.link = &Link;
+    ops.write = &Write;
+    ops.create = &Create;
+    ops.setxattr = &Setxattr;
+    ops.removexattr = &Removexattr;
+    ops.fallocate = &Fallocate;
+    return ops;
+  }
+
+  absl::Status CheckMountpoint();
+  void TuneReadahead() const;
+
+  const FuseOptions options_;
+  const std::unique_ptr<Client> client_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+  FuseMetrics metrics_;
+  InodeTable inodes_;
+  const uid_t uid_ = ::getuid();
+  const gid_t gid_ = ::getgid();
+  const absl::Time start_time_ = absl::Now();
+  std::string resolved_mountpoint_;
+  fuse_session* session_ = nullptr;
+  bool mounted_ = false;
+  std::unique_ptr<OpsServer> ops_;
+};
+
+absl::Status FuseMount::Fs::CheckMountpoint() {
+  const std::string& mp = options_.mountpoint;
+  if (mp.empty()) return absl::InvalidArgumentError("no mount point given");
+  struct stat st {};
+  if (::stat(mp.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT)
+      return absl::NotFoundError(absl::StrCat(
+          "mount point ", mp, " does not exist (create it with mkdir)"));
+    if (err == ENOTCONN)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "mount point ", mp,
+          " is a dead FUSE mount (Transport endpoint is not connected); "
+          "clear it with `fusermount3 -u ",
+          mp, "`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mount point ", mp, ": ", std::strerror(err)));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat("mount point ", mp, " is not a directory"));
+  // Busy: something is mounted there already.
+  char resolved[PATH_MAX];
+  if (::realpath(mp.c_str(), resolved) == nullptr)
+    return absl::InvalidArgumentError(
+        absl::StrCat("mount point ", mp, ": ", std::strerror(errno)));
+  resolved_mountpoint_ = resolved;
+  if (std::optional<MountInfo> m = FindMount(resolved_mountpoint_);
+      m && resolved_mountpoint_ != "/") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mount point ", mp, " is busy: ", m->source, " (", m->type,
+        ") is mounted there; unmount it first (fusermount3 -u ", mp, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// The kernel's readahead window for a FUSE mount defaults to 128 KiB; a
+// sequential reader of a cache that answers in large blocks wants more. (The
+// mount is not served yet: nothing here may touch the mount point itself.)
+void FuseMount::Fs::TuneReadahead() const {
+  if (options_.read_ahead == 0) return;
+  std::optional<MountInfo> m = FindMount(resolved_mountpoint_);
+  if (!m) return;
+  const std::string file =
+      absl::StrCat("/sys/class/bdi/", m->device, "/read_ahead_kb");
+  std::ofstream out(file);
+  out << options_.read_ahead / 1024;
+  out.flush();
+  if (!out) {
+    LARDER_LOG(INFO, "fuse.readahead_untuned")
+        .Field("file", file)
+        .Field("reason", "not writable (not root?)");
+  }
+}
+
+absl::Status FuseMount::Fs::Mount() {
+  LARDER_RETURN_IF_ERROR(CheckMountpoint());
+  std::string opts =
+      absl::StrCat("fsname=larder,subtype=larder,default_permissions,max_read=",
+                   options_.max_read);
+  if (options_.allow_other) opts += ",allow_other";
+  if (options_.auto_unmount) opts += ",auto_unmount";
+  std::vector<std::string> argv = {"larder-fuse", "-o", opts};
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
+  static const fuse_lowlevel_ops ops = Ops();
+  session_ = fuse_session_new(&args, &ops, sizeof(ops), this);
+  fuse_opt_free_args(&args);
+  if (session_ == nullptr)
+    return absl::InvalidArgumentError(
+        absl::StrCat("libfuse rejected the mount options '", opts, "'"));
+  if (fuse_session_mount(session_, options_.mountpoint.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "cannot mount FUSE at ", options_.mountpoint,
+        " (is /dev/fuse there and fusermount3 installed? see the log above)"));
+  }
+  mounted_ = true;
+  TuneReadahead();
+  if (!options_.ops_listen.empty()) {
+    OpsServer::Options o;
+    o.listen = options_.ops_listen;
+    o.registry = registry_;
+    LARDER_ASSIGN_OR_RETURN(ops_, OpsServer::Start(std::move(o)));
+  }
+  LARDER_LOG(INFO, "fuse.mounted")
+      .Field("mountpoint", options_.mountpoint)
+      .Field("max_read", options_.max_read)
+      .Field("keep_cache", options_.keep_cache)
+      .Field("attr_timeout", options_.attr_timeout);
+  return absl::OkStatus();
+}
+
+absl::Status FuseMount::Fs::Serve() {
+  if (fuse_set_signal_handlers(session_) != 0)
+    return absl::InternalError("cannot install signal handlers");
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+
+  fuse_loop_config* config = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(config, 1);
+  fuse_loop_cfg_set_max_threads(config,
+                                static_cast<unsigned>(options_.max_threads));
+  fuse_loop_cfg_set_idle_threads(config, 8);
+  const int rc = fuse_session_loop_mt(session_, config);
+  fuse_loop_cfg_destroy(config);
+
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  fuse_remove_signal_handlers(session_);
+  fuse_session_unmount(session_);
+  mounted_ = false;
+  LARDER_LOG(INFO, "fuse.unmounted")
+      .Field("mountpoint", options_.mountpoint)
+      .Field("exit", rc);
+  // rc > 0 is the signal that ended the loop: a clean stop.
+  if (rc < 0)
+    return absl::InternalError(
+        absl::StrCat("FUSE session ended with error ", std::strerror(-rc)));
+  return absl::OkStatus();
+}
+
+FuseMount::FuseMount(std::unique_ptr<Fs> fs) : fs_(std::move(fs)) {}
+FuseMount::~FuseMount() = default;
+
+absl::StatusOr<std::unique_ptr<FuseMount>> FuseMount::Mount(
+    FuseOptions options, std::unique_ptr<Client> client) {
+  if (client == nullptr) return absl::InvalidArgumentError("no client");
+  if (options.max_read < 4096 || options.max_read > (1u << 20))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_read ", options.max_read, " out of range (4 KiB to 1 MiB)"));
+  auto fs = std::make_unique<Fs>(std::move(options), std::move(client));
+  LARDER_RETURN_IF_ERROR(fs->Mount());
+  return std::unique_ptr<FuseMount>(new FuseMount(std::move(fs)));
+}
+
+absl::Status FuseMount::Serve() { return fs_->Serve(); }
+int FuseMount::ops_port() const { return fs_->ops_port(); }
+
+}  // namespace larder

@@ -1,0 +1,103 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: fuse_mount.h
+// -----------------------------------------------------------------------------
+//
+// The FUSE adaptor: a read-only POSIX view of the cluster namespace, served
+// by libfuse3's low-level API over larder::Client. Every mount of the
+// master's mount table appears as a directory tree
+// (/datasets/imagenet/train/n01440764/x.JPEG); intermediate directories of
+// mount paths (/datasets) are virtual.
+//
+//   auto client = larder::Client::Connect(client_options);
+//   auto mount = larder::FuseMount::Mount(fuse_options, std::move(*client));
+//   (*mount)->Serve();   // until SIGTERM/SIGINT/SIGHUP or an unmount
+//
+// Reads: a read request (up to max_read, 1 MiB by default) becomes one
+// File::Read, i.e. parallel block reads through short-circuit or gRPC, with
+// readahead of the following blocks for sequential readers. The kernel page
+// cache is kept across opens while the object's version is unchanged
+// (`keep_cache`), so repeated reads on one node do not reach the daemon.
+//
+// Errors map to errno and never end the daemon: NotFound -> ENOENT,
+// PermissionDenied -> EACCES, DeadlineExceeded -> ETIMEDOUT, the object
+// changed since open -> ESTALE, every source failed -> EIO (logged with the
+// cause), any write -> EROFS (logged).
+//
+// Lifecycle: `auto_unmount` (fusermount3 watches the daemon and unmounts if
+// it dies, so a crash never leaves "Transport endpoint is not connected").
+// Serve() returns on SIGTERM/SIGINT/SIGHUP once in-flight requests have
+// finished, and unmounts. The caller must block those signals in every other
+// thread (block them before creating the Client; Serve unblocks them in its
+// own thread).
+#ifndef LARDER_FUSE_FUSE_MOUNT_H_
+#define LARDER_FUSE_FUSE_MOUNT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "larder/client.h"
+
+namespace larder {
+
+struct FuseOptions {
+  std::string mountpoint;
+  // How long the kernel trusts attributes and name lookups. Metadata also
+  // has the master's per-mount TTL behind it.
+  absl::Duration attr_timeout = absl::Seconds(10);
+  absl::Duration entry_timeout = absl::Seconds(10);
+  // How long the kernel remembers that a name does not exist (0: not at all).
+  absl::Duration negative_timeout = absl::Seconds(1);
+  // Keep the kernel page cache across opens while the version is unchanged.
+  bool keep_cache = true;
+  // Largest read request (and kernel readahead request), bytes.
+  uint32_t max_read = 1 << 20;
+  // Kernel readahead window for the mount (bdi read_ahead_kb), bytes; 0
+  // leaves the kernel default.
+  uint64_t read_ahead = 8 << 20;
+  // Most threads serving requests at once.
+  int max_threads = 32;
+  // Let every user (training pods run as non-root) read the mount.
+  bool allow_other = true;
+  // Unmount by fusermount3 if the daemon dies.
+  bool auto_unmount = true;
+  // Entries per master List call for readdir (the daemon holds one page per
+  // open directory).
+  int list_page_size = 1000;
+  // /metrics and /healthz; empty disables.
+  std::string ops_listen = "127.0.0.1:7072";
+};
+
+// The errno a FUSE reply carries for `status` (see the file comment).
+int ErrnoFor(const absl::Status& status);
+
+class FuseMount {
+ public:
+  // Checks the mount point and mounts. Errors: NotFound (no mount point),
+  // InvalidArgument (not a directory, bad option), FailedPrecondition (the
+  // mount point is busy: already a mount point, or a dead FUSE mount),
+  // Internal (the kernel refused the mount).
+  static absl::StatusOr<std::unique_ptr<FuseMount>> Mount(
+      FuseOptions options, std::unique_ptr<Client> client);
+  ~FuseMount();
+
+  // Serves requests until a signal or an external unmount; then waits for
+  // in-flight requests, unmounts and returns.
+  absl::Status Serve();
+
+  int ops_port() const;
+
+  class Fs;
+
+ private:
+  explicit FuseMount(std::unique_ptr<Fs> fs);
+  std::unique_ptr<Fs> fs_;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_FUSE_FUSE_MOUNT_H_

@@ -1,0 +1,64 @@
+// Copyright 2026 The Larder Authors.
+#include "fuse/inode_table.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace larder {
+
+InodeTable::InodeTable() {
+  nodes_[kRoot] = Node{"/", 1, ""};
+  by_path_["/"] = kRoot;
+}
+
+std::string InodeTable::Child(absl::string_view parent,
+                              absl::string_view name) {
+  return parent == "/" ? absl::StrCat("/", name)
+                       : absl::StrCat(parent, "/", name);
+}
+
+uint64_t InodeTable::Ref(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = by_path_.try_emplace(path, 0);
+  if (inserted) {
+    it->second = next_++;
+    nodes_[it->second] = Node{path, 0, ""};
+  }
+  ++nodes_[it->second].lookups;
+  return it->second;
+}
+
+void InodeTable::Forget(uint64_t ino, uint64_t n) {
+  if (ino == kRoot) return;
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return;
+  if (it->second.lookups > n) {
+    it->second.lookups -= n;
+    return;
+  }
+  by_path_.erase(it->second.path);
+  nodes_.erase(it);
+}
+
+std::optional<std::string> InodeTable::Path(uint64_t ino) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.path;
+}
+
+bool InodeTable::OpenedVersion(uint64_t ino, const std::string& version) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return false;
+  const bool same = it->second.opened_version == version;
+  it->second.opened_version = version;
+  return same;
+}
+
+size_t InodeTable::size() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_.size();
+}
+
+}  // namespace larder

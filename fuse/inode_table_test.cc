@@ -1,0 +1,72 @@
+// Copyright 2026 The Larder Authors.
+#include "fuse/inode_table.h"
+
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace larder {
+namespace {
+
+TEST(InodeTableTest, RootIsAlwaysThere) {
+  InodeTable t;
+  EXPECT_EQ(t.Path(InodeTable::kRoot), "/");
+  t.Forget(InodeTable::kRoot, 100);
+  EXPECT_EQ(t.Path(InodeTable::kRoot), "/");
+}
+
+TEST(InodeTableTest, ChildPaths) {
+  EXPECT_EQ(InodeTable::Child("/", "datasets"), "/datasets");
+  EXPECT_EQ(InodeTable::Child("/datasets", "x.bin"), "/datasets/x.bin");
+}
+
+TEST(InodeTableTest, LookupCountsKeepAnInodeUntilForgotten) {
+  InodeTable t;
+  const uint64_t a = t.Ref("/d/a");
+  EXPECT_NE(a, InodeTable::kRoot);
+  EXPECT_EQ(t.Ref("/d/a"), a);  // Same path, same inode; two references.
+  const uint64_t b = t.Ref("/d/b");
+  EXPECT_NE(a, b);
+  t.Forget(a, 1);
+  EXPECT_EQ(t.Path(a), "/d/a");
+  t.Forget(a, 1);
+  EXPECT_FALSE(t.Path(a).has_value());
+  EXPECT_EQ(t.Path(b), "/d/b");
+  // A path looked up again after being forgotten gets a new number: inode
+  // numbers are never reused, so the kernel never confuses two lives.
+  const uint64_t a2 = t.Ref("/d/a");
+  EXPECT_NE(a2, a);
+  EXPECT_EQ(t.size(), 3u);  // Root, b, a2.
+  t.Forget(a2, 5);          // More than held: gone, no underflow.
+  EXPECT_FALSE(t.Path(a2).has_value());
+  t.Forget(12345, 1);  // Unknown inode: ignored.
+}
+
+TEST(InodeTableTest, OpenedVersionTellsWhetherCachedPagesAreValid) {
+  InodeTable t;
+  const uint64_t a = t.Ref("/a");
+  EXPECT_FALSE(t.OpenedVersion(a, "v1"));  // First open: nothing cached.
+  EXPECT_TRUE(t.OpenedVersion(a, "v1"));
+  EXPECT_FALSE(t.OpenedVersion(a, "v2"));  // Replaced object.
+  EXPECT_TRUE(t.OpenedVersion(a, "v2"));
+  EXPECT_FALSE(t.OpenedVersion(999, "v1"));
+}
+
+TEST(InodeTableTest, ConcurrentRefAndForgetStayConsistent) {
+  InodeTable t;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&t, i] {
+      for (int j = 0; j < 2000; ++j) {
+        const uint64_t ino = t.Ref("/f" + std::to_string((i + j) % 50));
+        t.Forget(ino, 1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(t.size(), 1u);  // Every reference dropped: only the root.
+}
+
+}  // namespace
+}  // namespace larder

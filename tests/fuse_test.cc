@@ -1,0 +1,460 @@
+// Copyright 2026 The Larder Authors.
+//
+// Real FUSE mounts (`larder fuse`) over a real cluster: a master and two
+// worker processes over a real s3rver. The tests use the mount the way
+// training code does: through the kernel, with shell tools, threads and a
+// PyTorch DataLoader.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/s3rver.h"
+#include "tests/testing/worker_process.h"
+#include "understore/factory.h"
+#include "understore/s3_store.h"
+
+namespace larder {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::PatternBytes;
+
+constexpr uint64_t kBlock = 1 << 20;
+
+// Runs `script` with /bin/sh; returns its exit code and output.
+struct Shell {
+  int code;
+  std::string out;
+};
+Shell Sh(const std::string& script) {
+  const std::string cmd = absl::StrCat(
+      "/bin/sh -c '", absl::StrReplaceAll(script, {{"'", "'\\''"}}), "' 2>&1");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Reads a whole file with read(2); NotFound etc. as errno text.
+absl::StatusOr<std::string> ReadAll(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return absl::ErrnoToStatus(errno, path);
+  std::string out;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) return absl::ErrnoToStatus(err, path);
+  return out;
+}
+
+class FuseTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kEnv[] = {"AWS_ACCESS_KEY_ID=S3RVER",
+                                         "AWS_SECRET_ACCESS_KEY=S3RVER"};
+
+  void SetUp() override {
+    ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    auto server = testing::S3rver::Start("fuse");
+    ASSERT_TRUE(server.ok()) << server.status();
+    s3_ = std::move(*server);
+    auto store = s3_->OpenStore("ds");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    // A small tree: empty, tiny, sub-block, multi-block and odd sizes. (Each
+    // directory holds a file of its own: s3rver 3.7.1 leaves a prefix out of
+    // a delimited listing when no key sits directly below it, unlike S3.)
+    const std::vector<std::pair<std::string, size_t>> files = {
+        {"empty.bin", 0},           {"one.txt", 1},
+        {"train/labels.txt", 4321}, {"val/deep/notes.txt", 10},
+        {"train/c0/a.jpg", 120000}, {"train/c0/b.jpg", 5 * kBlock + 12345},
+        {"train/c1/c.jpg", kBlock}, {"train/c1/d.jpg", kBlock + 1},
+        {"val/e.jpg", 777777},      {"val/deep/er/f.bin", 2 * kBlock - 3}};
+    uint64_t seed = 1;
+    for (const auto& [path, size] : files) {
+      files_[path] = PatternBytes(size, seed++);
+      ASSERT_TRUE(store_->Put(path, files_[path]).ok()) << path;
+      ASSERT_TRUE(testing::WriteFile(Local(path), files_[path]).ok());
+    }
+    ASSERT_TRUE(testing::WriteFile(creds_.path() + "/credentials",
+                                   "[bad]\naws_access_key_id = WRONG\n"
+                                   "aws_secret_access_key = WRONG\n")
+                    .ok());
+    const std::string creds_env = absl::StrCat(
+        "AWS_SHARED_CREDENTIALS_FILE=", creds_.path(), "/credentials");
+    auto master = testing::MasterProcess::Start(
+        {"--heartbeat_timeout=2s", "--heartbeat_interval=200ms"},
+        {kEnv[0], kEnv[1], creds_env});
+    ASSERT_TRUE(master.ok()) << master.status();
+    master_ = std::move(*master);
+    for (int w = 0; w < 2; ++w) {
+      auto worker = testing::WorkerProcess::Start(
+          {absl::StrCat("--master=", master_->address()),
+           absl::StrCat("--worker_id=w", w), "--ram_capacity=256MiB",
+           "--retry_max_attempts=2"},
+          {kEnv[0], kEnv[1], creds_env});
+      ASSERT_TRUE(worker.ok()) << worker.status();
+      workers_.push_back(std::move(*worker));
+    }
+    Shell r = Larder(absl::StrCat("mount /datasets/ds '", s3_->Uri("ds"),
+                                  "' --mount_block_size=1MiB "
+                                  "--metadata_ttl=1s"));
+    ASSERT_EQ(r.code, 0) << r.out;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return Larder("ring").out.find("2 workers") != std::string::npos;
+        },
+        absl::Seconds(20)));
+  }
+
+  Shell Larder(const std::string& args) {
+    return Sh(absl::StrCat(LARDER_CLI_BINARY, " ", args,
+                           " --master=", master_->address()));
+  }
+
+  std::unique_ptr<testing::FuseProcess> Mount(
+      std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"--attr_timeout=1s", "--entry_timeout=1s",
+                                 "--negative_timeout=0s"});
+    auto f = testing::FuseProcess::Start(master_->address(), flags);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? std::move(*f) : nullptr;
+  }
+
+  std::string Local(const std::string& rel) const {
+    return absl::StrCat(src_.path(), "/", rel);
+  }
+
+  double WorkerSum(const std::string& series) {
+    double sum = 0;
+    for (auto& w : workers_) sum += w->Metric(series).value_or(0);
+    return sum;
+  }
+
+  std::unique_ptr<testing::S3rver> s3_;
+  std::unique_ptr<S3Store> store_;
+  std::map<std::string, std::string> files_;
+  testing::TempDir src_;  // The same tree on local disk, to compare with.
+  testing::TempDir creds_;
+  std::unique_ptr<testing::MasterProcess> master_;
+  std::vector<std::unique_ptr<testing::WorkerProcess>> workers_;
+};
+
+TEST_F(FuseTest, ShellToolsSeeTheTreeAndEveryByte) {
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const std::string root = fuse->mountpoint();
+  const std::string ds = root + "/datasets/ds";
+
+  // Mount paths appear as a directory tree.
+  Shell r = Sh(absl::StrCat("ls ", root, " ", root, "/datasets"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("datasets"));
+  EXPECT_THAT(r.out, HasSubstr("ds"));
+
+  // find and ls -R list the same tree as the source.
+  Shell here = Sh(absl::StrCat("cd ", src_.path(), " && find . | sort"));
+  Shell there = Sh(absl::StrCat("cd ", ds, " && find . | sort"));
+  EXPECT_EQ(there.code, 0) << there.out;
+  EXPECT_EQ(there.out, here.out);
+  r = Sh(absl::StrCat("ls -R ", ds));
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("f.bin"));
+
+  // stat: sizes and types.
+  for (const auto& [path, data] : files_) {
+    struct stat st {};
+    ASSERT_EQ(::stat((ds + "/" + path).c_str(), &st), 0) << path;
+    EXPECT_EQ(static_cast<size_t>(st.st_size), data.size()) << path;
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0444u);
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat((ds + "/train/c0").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+
+  // md5sum of every file equals the source's.
+  here = Sh(absl::StrCat("cd ", src_.path(),
+                         " && find . -type f | sort | xargs md5sum"));
+  there =
+      Sh(absl::StrCat("cd ", ds, " && find . -type f | sort | xargs md5sum"));
+  EXPECT_EQ(there.code, 0) << there.out;
+  EXPECT_EQ(there.out, here.out);
+  // tar streams every file whole (same byte count as the source's archive).
+  here = Sh(absl::StrCat("tar cf - -C ", src_.path(), " . | wc -c"));
+  there = Sh(absl::StrCat("tar cf - -C ", ds, " . | wc -c"));
+  EXPECT_EQ(there.code, 0) << there.out;
+  EXPECT_EQ(there.out, here.out);
+
+  // Extended attributes.
+  char value[256];
+  ssize_t n = ::getxattr((ds + "/val/e.jpg").c_str(), "user.larder.version",
+                         value, sizeof(value));
+  ASSERT_GT(n, 0);
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        ssize_t m =
+            ::getxattr((ds + "/val/e.jpg").c_str(), "user.larder.cached_bytes",
+                       value, sizeof(value) - 1);
+        return m > 0 && std::string(value, m) == "777777";
+      },
+      absl::Seconds(5)))
+      << "the file was read whole, so the placement index holds it whole";
+  EXPECT_LT(::getxattr((ds + "/val/e.jpg").c_str(), "user.other", value,
+                       sizeof(value)),
+            0);
+  EXPECT_EQ(errno, ENODATA);
+
+  // Operation metrics.
+  EXPECT_GT(
+      fuse->Metric("larder_fuse_operations_total{op=\"read\"}").value_or(0), 0);
+  EXPECT_GE(fuse->Metric("larder_fuse_read_bytes_total").value_or(0),
+            static_cast<double>(5 * kBlock));
+  EXPECT_EQ(fuse->Metric("larder_fuse_open_files").value_or(-1), 0);
+}
+
+TEST_F(FuseTest, ConcurrentRandomReadersGetTheRightBytes) {
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const std::string ds = fuse->mountpoint() + "/datasets/ds/";
+  std::vector<std::string> paths;
+  for (const auto& [path, data] : files_)
+    if (!data.empty()) paths.push_back(path);
+  std::atomic<int> bad{0}, reads{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 150; ++i) {
+        const std::string& path = paths[rng() % paths.size()];
+        const std::string& data = files_[path];
+        const size_t off = rng() % data.size();
+        const size_t len =
+            1 + rng() % std::min<size_t>(3 * kBlock, 2 * data.size());
+        int fd = ::open((ds + path).c_str(), O_RDONLY);
+        if (fd < 0) {
+          ++bad;
+          continue;
+        }
+        std::string buf(len, '\0');
+        ssize_t n = ::pread(fd, buf.data(), len, static_cast<off_t>(off));
+        ::close(fd);
+        const size_t want = std::min(len, data.size() - off);
+        if (n != static_cast<ssize_t>(want) ||
+            buf.compare(0, want, data, off, want) != 0) {
+          ++bad;
+        }
+        ++reads;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(reads.load(), 8 * 150);
+}
+
+TEST_F(FuseTest, ErrorsAreErrnosAndWritesAreReadOnly) {
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const std::string ds = fuse->mountpoint() + "/datasets/ds";
+  EXPECT_EQ(::open((ds + "/no-such-file").c_str(), O_RDONLY), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(::open((fuse->mountpoint() + "/nothing/here").c_str(), O_RDONLY),
+            -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(::open((ds + "/one.txt").c_str(), O_WRONLY), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::open((ds + "/one.txt").c_str(), O_RDWR | O_TRUNC), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::open((ds + "/new.txt").c_str(), O_WRONLY | O_CREAT, 0644), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::mkdir((ds + "/newdir").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::unlink((ds + "/one.txt").c_str()), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::rename((ds + "/one.txt").c_str(), (ds + "/two.txt").c_str()), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::truncate((ds + "/one.txt").c_str(), 0), -1);
+  EXPECT_EQ(errno, EROFS);
+  // Nothing was changed, the daemon lives on, and the log says why.
+  EXPECT_EQ(ReadAll(ds + "/one.txt").value_or("<error>"), files_["one.txt"]);
+  EXPECT_FALSE(fuse->Exited());
+  auto log = testing::ReadFile(fuse->log_path());
+  EXPECT_THAT(log.value_or(""), HasSubstr("read-only (EROFS)"));
+  EXPECT_THAT(log.value_or(""), HasSubstr("mkdir"));
+
+  // The under-store forbids: EACCES. The "bad" profile's key is one s3rver
+  // does not know.
+  Shell r = Larder(absl::StrCat("mount /datasets/denied '", s3_->Uri("ds"),
+                                "' --credentials=profile:bad"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(::open((fuse->mountpoint() + "/datasets/denied/one.txt").c_str(),
+                   O_RDONLY),
+            -1);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_FALSE(fuse->Exited());
+}
+
+TEST_F(FuseTest, ReplacedFileIsVisibleAfterTheTtl) {
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const std::string path = fuse->mountpoint() + "/datasets/ds/val/e.jpg";
+  ASSERT_EQ(ReadAll(path).value_or("<error>"), files_["val/e.jpg"]);
+  const std::string replaced = PatternBytes(500001, 99);
+  ASSERT_TRUE(store_->Put("val/e.jpg", replaced).ok());
+  // Attribute timeout 1 s + the master's metadata TTL 1 s.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto now = ReadAll(path);
+        if (now.ok() && *now != replaced && *now != files_["val/e.jpg"])
+          ADD_FAILURE() << "mixed bytes of two versions";
+        return now.ok() && *now == replaced;
+      },
+      absl::Seconds(15)));
+}
+
+TEST_F(FuseTest, LargeDirectoriesAreListedPageByPage) {
+  // 1,500 entries listed 100 at a time: the daemon holds one page per open
+  // directory, and readdir offsets carry across pages.
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < 1500; i += 8) {
+        if (!store_->Put(absl::StrCat("big/f", i), "x").ok()) ++failed;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failed.load(), 0);
+  auto fuse = Mount({"--list_page_size=100"});
+  ASSERT_NE(fuse, nullptr);
+  Shell r = Sh(absl::StrCat("ls -f ", fuse->mountpoint(),
+                            "/datasets/ds/big | grep -c ^f"));
+  EXPECT_EQ(r.out, "1500\n");
+  r = Sh(absl::StrCat("ls ", fuse->mountpoint(),
+                      "/datasets/ds/big | sort -u | wc -l"));
+  EXPECT_EQ(r.out, "1500\n");
+}
+
+TEST_F(FuseTest, KilledDaemonLeavesNoHungMountAndMountsAgain) {
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const std::string mp = fuse->mountpoint();
+  ASSERT_EQ(ReadAll(mp + "/datasets/ds/one.txt").value_or("<error>"),
+            files_["one.txt"]);
+
+  // A second daemon on a busy mount point, and one on a missing one.
+  Shell r = Larder(absl::StrCat("fuse ", mp, " --fuse_metrics_listen="));
+  EXPECT_EQ(r.code, 6) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("busy"));
+  r = Larder(absl::StrCat("fuse ", mp, "-missing --fuse_metrics_listen="));
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("does not exist"));
+
+  fuse->Kill(SIGKILL);
+  // auto_unmount: fusermount3 unmounts once the daemon is gone; no
+  // "Transport endpoint is not connected" is left behind.
+  EXPECT_TRUE(testing::WaitFor([&] { return !testing::IsMounted(mp); },
+                               absl::Seconds(10)));
+  struct stat st {};
+  EXPECT_EQ(::stat(mp.c_str(), &st), 0) << std::strerror(errno);
+  ASSERT_TRUE(fuse->Restart().ok());
+  EXPECT_EQ(ReadAll(mp + "/datasets/ds/train/c1/d.jpg").value_or("<error>"),
+            files_["train/c1/d.jpg"]);
+
+  // SIGTERM: a clean unmount and exit.
+  fuse->Kill(SIGTERM);
+  EXPECT_FALSE(testing::IsMounted(mp));
+  auto log = testing::ReadFile(fuse->log_path());
+  EXPECT_THAT(log.value_or(""), HasSubstr("fuse.unmounted"));
+}
+
+TEST_F(FuseTest, ReadsGoOnWhenAWorkerIsKilled) {
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const std::string ds = fuse->mountpoint() + "/datasets/ds/";
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, rounds{0};
+  std::thread reader([&] {
+    while (!stop) {
+      for (const auto& [path, data] : files_) {
+        auto got = ReadAll(ds + path);
+        if (!got.ok() || *got != data) {
+          ADD_FAILURE() << path << ": "
+                        << (got.ok() ? "wrong bytes" : got.status().ToString());
+          ++bad;
+        }
+      }
+      ++rounds;
+    }
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return rounds >= 1; }, absl::Seconds(30)));
+  workers_[0]->Kill(SIGKILL);
+  const int at_kill = rounds;
+  EXPECT_TRUE(testing::WaitFor([&] { return rounds >= at_kill + 3; },
+                               absl::Seconds(60)));
+  stop = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_F(FuseTest, PyTorchDataLoaderTwoEpochs) {
+  // 2,000 image-like files in 10 class folders; each starts with its index so
+  // the loader can check every sample's bytes.
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < 2000; i += 8) {
+        std::string body = absl::StrCat("sample ", i, "\n");
+        body += PatternBytes(1000 + (i * 7919) % 15000, 1000 + i);
+        if (!store_
+                 ->Put(absl::StrCat("images/class", i % 10, "/", i, ".jpg"),
+                       body)
+                 .ok())
+          ++failed;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(store_->Put("images/README", "2,000 samples").ok());  // s3rver.
+  ASSERT_EQ(failed.load(), 0);
+  // No kernel page cache across opens: the second epoch must be served by
+  // the daemon, from the workers' caches.
+  auto fuse = Mount({"--keep_cache=false"});
+  ASSERT_NE(fuse, nullptr);
+  std::vector<std::string> metrics;
+  for (auto& w : workers_)
+    metrics.push_back(absl::StrCat("http://127.0.0.1:", w->metrics_port()));
+  Shell r = Sh(absl::StrCat("/usr/bin/python3 ", testing::SourceDir(),
+                            "/tests/fuse_dataloader_test.py ",
+                            fuse->mountpoint(), "/datasets/ds/images 2000 ",
+                            absl::StrJoin(metrics, ",")));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("epoch 2: 2000 samples verified"));
+  EXPECT_THAT(r.out, HasSubstr("epoch 2 misses: 0"));
+}
+
+}  // namespace
+}  // namespace larder
