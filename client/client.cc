@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include "absl/base/thread_annotations.h"
@@ -66,8 +67,12 @@ class FileImpl final : public File {
         info_(FromProto(stat_.info())) {}
   const FileInfo& info() const override { return info_; }
   absl::StatusOr<size_t> Read(uint64_t offset, absl::Span<char> out) override;
+  absl::StatusOr<std::vector<LocalSlice>> ReadLocal(uint64_t offset,
+                                                    uint64_t length) override;
 
  private:
+  // Starts readahead for a sequential reader of [offset, end).
+  void NoteRead(uint64_t offset, uint64_t end);
   BlockId Block(uint64_t index) const {
     return BlockId{stat_.mount(), stat_.relative(),   info_.version,
                    index,         stat_.block_size(), info_.size};
@@ -255,15 +260,39 @@ class ClientImpl final : public Client {
       if (absl::Now() - ring_changed_at_ > kRebalanceWindow) return owners;
       live = ring_workers_;
     }
-    v1::LocateRequest req;
-    req.add_block_keys(KeyToBytes(id.Key()));
-    v1::LocateResponse resp;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(2));
-    if (!master_->Locate(&ctx, req, &resp).ok() || resp.locations_size() != 1)
-      return owners;
+    const std::string key = KeyToBytes(id.Key());
+    std::vector<std::string> holders;
+    bool known = false;
+    {
+      absl::MutexLock lock(&located_mu_);
+      auto it = located_.find(key);
+      if (it != located_.end() && it->second.expires > absl::Now()) {
+        holders = it->second.holders;
+        known = true;
+      }
+    }
+    if (!known) {
+      v1::LocateRequest req;
+      req.add_block_keys(key);
+      v1::LocateResponse resp;
+      grpc::ClientContext ctx;
+      Deadline(&ctx, absl::Seconds(2));
+      if (!master_->Locate(&ctx, req, &resp).ok() || resp.locations_size() != 1)
+        return owners;
+      holders.assign(resp.locations(0).worker_ids().begin(),
+                     resp.locations(0).worker_ids().end());
+      // A block is read in pieces and by many readers: one lookup serves
+      // them for a while (long when the owner holds it: that stays true).
+      const bool owner_has =
+          !owners.empty() && std::find(holders.begin(), holders.end(),
+                                       owners[0].id()) != holders.end();
+      absl::MutexLock lock(&located_mu_);
+      if (located_.size() > 100000) located_.clear();
+      located_[key] = {holders, absl::Now() + (owner_has ? absl::Seconds(60)
+                                                         : absl::Seconds(3))};
+    }
     std::vector<v1::WorkerInfo> out;
-    for (const std::string& holder : resp.locations(0).worker_ids()) {
+    for (const std::string& holder : holders) {
       if (!owners.empty() && holder == owners[0].id())
         return owners;  // The owner has it.
       for (const v1::WorkerInfo& w : live) {
@@ -410,17 +439,18 @@ class ClientImpl final : public Client {
                                         absl::Span<char> out) {
     uint64_t ring = 0;
     if (w.node() == options_.node && !w.short_circuit_socket().empty()) {
-      absl::StatusOr<std::unique_ptr<ShortCircuitClient>> sc =
-          TakeShortCircuit(w.short_circuit_socket());
-      if (sc.ok()) {
-        absl::StatusOr<size_t> n = (*sc)->Read(id, offset, out);
-        if (n.ok() || !WorkerFailure(n.status())) {
-          GiveShortCircuit(w.short_circuit_socket(), std::move(*sc));
-        }
+      absl::StatusOr<std::shared_ptr<CachedLease>> lease =
+          LeaseFrom(w.short_circuit_socket(), id);
+      if (!lease.ok() &&
+          lease.status().code() != absl::StatusCode::kUnimplemented)
+        return lease.status();
+      // Unimplemented (no socket): fall through to gRPC on the same worker.
+      if (lease.ok()) {
+        absl::StatusOr<size_t> n =
+            ShortCircuitClient::ReadLease((*lease)->lease, offset, out);
         if (n.ok()) ++sc_blocks_;
         return n;
       }
-      // No socket: fall through to gRPC on the same worker.
     }
     absl::StatusOr<size_t> n =
         Worker(w.address())
@@ -429,6 +459,122 @@ class ClientImpl final : public Client {
     if (n.ok()) ++grpc_blocks_;
     NoteRingVersion(ring);
     return n;
+  }
+
+  // Short-circuit leases are kept for a while, so a reader that reads a
+  // block in pieces (FUSE asks for 1 MiB at a time) opens it once. The fd
+  // stays valid even after the worker evicts the block (a sealed memfd or an
+  // unlinked file keeps its bytes), so a kept lease never returns wrong data;
+  // it only keeps the memory alive a little longer. Bounded by count and age.
+  struct CachedLease {
+    explicit CachedLease(ShortCircuitClient::Lease l) : lease(std::move(l)) {}
+    ~CachedLease() {
+      if (lease.fd >= 0) ::close(lease.fd);
+    }
+    ShortCircuitClient::Lease lease;
+    absl::Time expires = absl::Now() + kLeaseKeep;
+  };
+  static constexpr size_t kLeasesKept = 32;
+  static constexpr absl::Duration kLeaseKeep =
+      absl::Seconds(10);  // The worker's lease lasts 30 s.
+
+  // A lease on `id` from the worker at `socket`: kept, or opened now.
+  // Unimplemented if the socket cannot be reached.
+  absl::StatusOr<std::shared_ptr<CachedLease>> LeaseFrom(
+      const std::string& socket, const BlockId& id) {
+    if (std::shared_ptr<CachedLease> kept = FindLease(socket, id)) return kept;
+    absl::StatusOr<std::unique_ptr<ShortCircuitClient>> sc =
+        TakeShortCircuit(socket);
+    if (!sc.ok()) return absl::UnimplementedError(sc.status().message());
+    absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
+    if (opened.ok() || !WorkerFailure(opened.status()))
+      GiveShortCircuit(socket, std::move(*sc));
+    if (!opened.ok()) return opened.status();
+    auto lease = std::make_shared<CachedLease>(std::move(*opened));
+    KeepLease(socket, id, lease);
+    return lease;
+  }
+
+ public:
+  // The block from the owner on this node, for zero-copy readers.
+  // Unimplemented when the owner is elsewhere or fails (Read then fails
+  // over).
+  absl::StatusOr<std::shared_ptr<CachedLease>> LocalLease(const BlockId& id) {
+    std::vector<v1::WorkerInfo> owners = Owners(id, 1);
+    if (!owners.empty() && owners[0].node() == options_.node) {
+      if (std::shared_ptr<CachedLease> kept =
+              FindLease(owners[0].short_circuit_socket(), id)) {
+        ++sc_blocks_;
+        return kept;
+      }
+    }
+    owners = HealthyFirst(WhereCached(id, std::move(owners)));
+    if (owners.empty() || owners[0].node() != options_.node ||
+        owners[0].short_circuit_socket().empty())
+      return absl::UnimplementedError("the block's owner is on another node");
+    absl::StatusOr<std::shared_ptr<CachedLease>> lease =
+        LeaseFrom(owners[0].short_circuit_socket(), id);
+    if (!lease.ok()) {
+      if (WorkerFailure(lease.status())) {
+        MarkSuspect(owners[0], lease.status());
+        return absl::UnimplementedError(lease.status().message());
+      }
+      return lease.status();
+    }
+    ++sc_blocks_;
+    return lease;
+  }
+
+ private:
+  static std::string LeaseKey(const std::string& socket, const BlockId& id) {
+    return absl::StrCat(socket, "|", KeyToBytes(id.Key()));
+  }
+
+  std::shared_ptr<CachedLease> FindLease(const std::string& socket,
+                                         const BlockId& id) {
+    absl::MutexLock lock(&lease_mu_);
+    auto it = leases_.find(LeaseKey(socket, id));
+    if (it == leases_.end() || it->second->expires < absl::Now())
+      return nullptr;
+    return it->second;
+  }
+
+  void KeepLease(const std::string& socket, const BlockId& id,
+                 std::shared_ptr<CachedLease> lease) {
+    std::vector<std::pair<std::string, uint64_t>> release;  // socket, lease id
+    {
+      absl::MutexLock lock(&lease_mu_);
+      const std::string key = LeaseKey(socket, id);
+      const absl::Time now = absl::Now();
+      while (!lease_order_.empty() &&
+             (leases_.size() >= kLeasesKept || FrontExpired(now))) {
+        const std::string old = lease_order_.front();
+        lease_order_.pop_front();
+        auto it = leases_.find(old);
+        if (it == leases_.end()) continue;
+        release.emplace_back(old.substr(0, old.rfind('|')),
+                             it->second->lease.lease_id);
+        leases_.erase(it);
+      }
+      if (auto [it, inserted] = leases_.try_emplace(key, lease); inserted) {
+        lease_order_.push_back(key);
+      } else {  // A concurrent reader kept one first: give ours back.
+        release.emplace_back(socket, lease->lease.lease_id);
+      }
+    }
+    for (auto& [sock, lease_id] : release) {
+      absl::StatusOr<std::unique_ptr<ShortCircuitClient>> sc =
+          TakeShortCircuit(sock);
+      if (!sc.ok()) continue;  // The worker is gone; so is the lease.
+      std::vector<ShortCircuitClient::Lease> ids(1);
+      ids[0].lease_id = lease_id;  // fd -1: closed by CachedLease.
+      if ((*sc)->ReleaseBatch(ids).ok()) GiveShortCircuit(sock, std::move(*sc));
+    }
+  }
+
+  bool FrontExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_) {
+    auto it = leases_.find(lease_order_.front());
+    return it == leases_.end() || it->second->expires < now;
   }
 
   // A pool of short-circuit connections per socket (one request at a time
@@ -513,9 +659,72 @@ class ClientImpl final : public Client {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Time> suspect_until_
       ABSL_GUARDED_BY(mu_);
+  struct Located {
+    std::vector<std::string> holders;
+    absl::Time expires;
+  };
+  absl::Mutex located_mu_;
+  absl::flat_hash_map<std::string, Located> located_
+      ABSL_GUARDED_BY(located_mu_);
+  absl::Mutex lease_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<CachedLease>> leases_
+      ABSL_GUARDED_BY(lease_mu_);
+  std::deque<std::string> lease_order_ ABSL_GUARDED_BY(lease_mu_);
   std::atomic<uint64_t> sc_blocks_{0}, grpc_blocks_{0}, under_store_blocks_{0},
       failovers_{0}, ring_refreshes_{0};
 };
+
+void FileImpl::NoteRead(uint64_t offset, uint64_t end) {
+  const uint64_t bs = stat_.block_size();
+  const uint64_t last = (end - 1) / bs;
+  // Sequential reader: ask the owners of the next blocks to fetch them now.
+  // "Sequential" tolerates reordering within two blocks: the kernel's
+  // readahead requests reach a FUSE daemon's threads in any order.
+  const int ahead = client_->options().readahead_blocks;
+  const uint64_t prev_end = next_sequential_.load();
+  if (ahead > 0 && offset + 2 * bs >= prev_end && offset <= prev_end + 2 * bs) {
+    const uint64_t total = BlockCount(info_.size, bs);
+    uint64_t from = std::max(last + 1, readahead_until_.load());
+    const uint64_t to = std::min(total, last + 1 + ahead);
+    if (from < to) {
+      std::vector<BlockId> ids;
+      for (uint64_t b = from; b < to; ++b) ids.push_back(Block(b));
+      readahead_until_ = to;
+      client_->Readahead(ids);
+    }
+  }
+  if (offset + 2 * bs < prev_end) {
+    readahead_until_ = 0;  // A jump back: a new sequential run.
+    next_sequential_ = end;
+  } else if (end > prev_end) {
+    next_sequential_ = end;
+  }
+}
+
+absl::StatusOr<std::vector<LocalSlice>> FileImpl::ReadLocal(uint64_t offset,
+                                                            uint64_t length) {
+  std::vector<LocalSlice> out;
+  if (offset >= info_.size || length == 0) {
+    if (offset > info_.size)
+      return absl::OutOfRangeError(
+          absl::StrCat("read at ", offset, " beyond ", info_.size));
+    return out;
+  }
+  const uint64_t end = std::min<uint64_t>(info_.size, offset + length);
+  const uint64_t bs = stat_.block_size();
+  NoteRead(offset, end);
+  for (uint64_t b = offset / bs; b <= (end - 1) / bs; ++b) {
+    const uint64_t lo = std::max(offset, b * bs),
+                   hi = std::min(end, (b + 1) * bs);
+    LARDER_ASSIGN_OR_RETURN(auto lease, client_->LocalLease(Block(b)));
+    if (lease->lease.length < hi - b * bs)
+      return absl::InternalError("short block from the local worker");
+    out.push_back(LocalSlice{lease->lease.fd,
+                             lease->lease.offset + (lo - b * bs), hi - lo,
+                             std::shared_ptr<const void>(lease, lease.get())});
+  }
+  return out;
+}
 
 absl::StatusOr<size_t> FileImpl::Read(uint64_t offset, absl::Span<char> out) {
   if (offset >= info_.size || out.empty()) {
@@ -528,20 +737,7 @@ absl::StatusOr<size_t> FileImpl::Read(uint64_t offset, absl::Span<char> out) {
   const uint64_t bs = stat_.block_size();
   const uint64_t first = offset / bs, last = (end - 1) / bs;
 
-  // Sequential reader: ask the owners of the next blocks to fetch them now.
-  const int ahead = client_->options().readahead_blocks;
-  if (ahead > 0 && offset == next_sequential_.load()) {
-    const uint64_t total = BlockCount(info_.size, bs);
-    uint64_t from = std::max(last + 1, readahead_until_.load());
-    const uint64_t to = std::min(total, last + 1 + ahead);
-    if (from < to) {
-      std::vector<BlockId> ids;
-      for (uint64_t b = from; b < to; ++b) ids.push_back(Block(b));
-      readahead_until_ = to;
-      client_->Readahead(ids);
-    }
-  }
-  next_sequential_ = end;
+  NoteRead(offset, end);
 
   struct Piece {
     uint64_t block, in_block;

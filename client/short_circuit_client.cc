@@ -113,8 +113,17 @@ absl::StatusOr<size_t> ShortCircuitClient::Read(const BlockId& id,
                                                 std::string* source) {
   LARDER_ASSIGN_OR_RETURN(Lease lease, Open(id));
   if (source != nullptr) *source = lease.source;
+  absl::StatusOr<size_t> done = ReadLease(lease, offset, buffer);
+  absl::Status released = Release(lease);
+  LARDER_RETURN_IF_ERROR(done.status());
+  LARDER_RETURN_IF_ERROR(released);
+  return done;
+}
+
+absl::StatusOr<size_t> ShortCircuitClient::ReadLease(const Lease& lease,
+                                                     uint64_t offset,
+                                                     absl::Span<char> buffer) {
   size_t done = 0;
-  absl::Status st;
   const uint64_t want =
       offset >= lease.length
           ? 0
@@ -128,29 +137,24 @@ absl::StatusOr<size_t> ShortCircuitClient::Read(const BlockId& id,
     void* map = ::mmap(nullptr, want + page_off, PROT_READ, MAP_SHARED,
                        lease.fd, static_cast<off_t>(start - page_off));
     if (map == MAP_FAILED) {
-      st = absl::InternalError(absl::StrCat("mmap of a short-circuit block: ",
-                                            std::strerror(errno)));
-    } else {
-      std::memcpy(buffer.data(), static_cast<char*>(map) + page_off, want);
-      ::munmap(map, want + page_off);
-      done = want;
+      return absl::InternalError(absl::StrCat("mmap of a short-circuit block: ",
+                                              std::strerror(errno)));
     }
+    std::memcpy(buffer.data(), static_cast<char*>(map) + page_off, want);
+    ::munmap(map, want + page_off);
+    return want;
   }
-  while (st.ok() && done < want) {
+  while (done < want) {
     ssize_t n = ::pread(lease.fd, buffer.data() + done, want - done,
                         static_cast<off_t>(lease.offset + offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      st = absl::InternalError(
+      return absl::InternalError(
           absl::StrCat("pread of a short-circuit block: ",
                        n < 0 ? std::strerror(errno) : "EOF"));
-      break;
     }
     done += static_cast<size_t>(n);
   }
-  absl::Status released = Release(lease);
-  LARDER_RETURN_IF_ERROR(st);
-  LARDER_RETURN_IF_ERROR(released);
   return done;
 }
 

@@ -58,8 +58,13 @@ class ShortCircuitClient {
   absl::Status Release(Lease& lease);
   absl::Status ReleaseBatch(std::vector<Lease>& leases);
 
-  // Open + pread + Release: reads up to buffer.size() bytes of the block from
-  // `offset` (within the block).
+  // Reads up to buffer.size() bytes of a leased block from `offset` (within
+  // the block). Thread-safe for one lease.
+  static absl::StatusOr<size_t> ReadLease(const Lease& lease, uint64_t offset,
+                                          absl::Span<char> buffer);
+
+  // Open + ReadLease + Release: reads up to buffer.size() bytes of the block
+  // from `offset` (within the block).
   absl::StatusOr<size_t> Read(const BlockId& id, uint64_t offset,
                               absl::Span<char> buffer,
                               std::string* source = nullptr);

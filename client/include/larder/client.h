@@ -93,6 +93,16 @@ struct ClientStats {
   uint64_t ring_refreshes = 0;
 };
 
+// Bytes cached by a worker on this node, lent for zero-copy use:
+// [offset, offset + length) of the file descriptor fd (a sealed memfd or a
+// block file; never changes). `hold` keeps fd open; drop it when done.
+struct LocalSlice {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::shared_ptr<const void> hold;
+};
+
 class Client;
 
 // An open file, pinned to the version it had at Open. Thread-safe.
@@ -104,6 +114,13 @@ class File {
   // file. Errors: see the file comment.
   virtual absl::StatusOr<size_t> Read(uint64_t offset,
                                       absl::Span<char> out) = 0;
+  // Zero-copy Read for consumers that take file descriptors (the FUSE
+  // adaptor splices them to the kernel): the bytes of Read(offset, length)
+  // as slices of blocks cached on this node (empty at the end of the file).
+  // Unimplemented when a block's owner is not on this node, or it failed:
+  // then call Read, which fails over.
+  virtual absl::StatusOr<std::vector<LocalSlice>> ReadLocal(
+      uint64_t offset, uint64_t length) = 0;
 };
 
 class Client {

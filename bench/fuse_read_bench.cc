@@ -1,0 +1,306 @@
+// Copyright 2026 The Larder Authors.
+//
+// Reads through a Larder FUSE mount next to the machine's page-cache ceiling
+// and next to s3fs (Debian's, with `use_cache`) over the same s3rver data, in
+// one run:
+//
+//   - one shard (1 GiB by default) read sequentially with 4 MiB reads;
+//   - 2,000 files of 100 KiB read whole by 8 parallel readers.
+//
+// "cold" is the first read of the data through each mount (Larder's workers
+// and s3fs's cache empty: both fetch from s3rver). "warm" is a later read
+// after `echo 3 > /proc/sys/vm/drop_caches`, so the kernel page cache serves
+// nothing: Larder serves from its workers' RAM, s3fs from its local cache
+// files. Warm rounds are interleaved (ceiling, Larder, s3fs) and the table
+// shows medians; ratios are medians of per-round ratios.
+//
+//   build/bench/fuse_read_bench [--shard_mib=1024] [--files=2000]
+//                               [--file_kib=100] [--rounds=5]
+//
+// Needs root (FUSE mounts, drop_caches), s3fs and s3rver
+// (scripts/install-deps.sh).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/testing/process.h"
+#include "tests/testing/s3rver.h"
+#include "tests/testing/worker_process.h"
+
+ABSL_FLAG(int, shard_mib, 1024, "Size of the sequentially read shard, MiB.");
+ABSL_FLAG(int, files, 2000, "Number of small files.");
+ABSL_FLAG(int, file_kib, 100, "Size of each small file, KiB.");
+ABSL_FLAG(int, readers, 8, "Parallel readers of the small files.");
+ABSL_FLAG(int, rounds, 5, "Warm rounds; the table shows medians.");
+
+namespace larder {
+namespace {
+
+constexpr size_t kReadSize = 4 << 20;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void DropCaches() {
+  ::sync();
+  if (!testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok())
+    std::fprintf(stderr, "cannot drop caches (not root?)\n");
+}
+
+// Reads `path` sequentially with 4 MiB reads into an aligned buffer; GB/s.
+double SequentialGbps(const std::string& path, uint64_t expect) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    std::fprintf(stderr, "cannot open %s\n", path.c_str());
+    return 0;
+  }
+  std::unique_ptr<char, decltype(&std::free)> buf(
+      static_cast<char*>(std::aligned_alloc(4096, kReadSize)), &std::free);
+  uint64_t total = 0;
+  const absl::Time start = absl::Now();
+  ssize_t n;
+  while ((n = ::read(fd, buf.get(), kReadSize)) > 0) total += n;
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  ::close(fd);
+  if (total != expect) {
+    std::fprintf(stderr, "%s: read %lu of %lu bytes\n", path.c_str(),
+                 static_cast<unsigned long>(total),
+                 static_cast<unsigned long>(expect));
+    return 0;
+  }
+  return total / secs / 1e9;
+}
+
+// Reads every file whole with `readers` threads; files per second.
+double FilesPerSecond(const std::vector<std::string>& paths, int readers,
+                      size_t size) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < readers; ++t) {
+    pool.emplace_back([&] {
+      std::vector<char> buf(size + 4096);
+      for (size_t i; (i = next++) < paths.size();) {
+        int fd = ::open(paths[i].c_str(), O_RDONLY);
+        if (fd < 0) {
+          failed = true;
+          continue;
+        }
+        size_t got = 0;
+        ssize_t n;
+        while ((n = ::read(fd, buf.data() + got, buf.size() - got)) > 0)
+          got += n;
+        ::close(fd);
+        if (got != size) failed = true;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  if (failed) std::fprintf(stderr, "a small-file read failed\n");
+  return failed ? 0 : paths.size() / secs;
+}
+
+int Run() {
+  const uint64_t shard_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_shard_mib)) << 20;
+  const int nfiles = absl::GetFlag(FLAGS_files);
+  const size_t file_size = static_cast<size_t>(absl::GetFlag(FLAGS_file_kib))
+                           << 10;
+  const int readers = absl::GetFlag(FLAGS_readers);
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+
+  std::fprintf(stderr, "starting s3rver and writing the data set...\n");
+  auto s3 = testing::S3rver::Start("bench");
+  if (!s3.ok()) {
+    std::fprintf(stderr, "%s\n", s3.status().ToString().c_str());
+    return 1;
+  }
+  auto store = (*s3)->OpenStore("ds");
+  if (!store.ok()) return 1;
+  const std::string shard_data = testing::PatternBytes(shard_bytes, 7);
+  if (!(*store)->Put("shard-000.bin", shard_data).ok()) return 1;
+  testing::TempDir local;
+  const std::string local_shard = local.path() + "/shard-000.bin";
+  if (!testing::WriteFile(local_shard, shard_data).ok()) return 1;
+  {
+    std::vector<std::thread> writers;
+    std::atomic<bool> failed{false};
+    for (int t = 0; t < 8; ++t) {
+      writers.emplace_back([&, t] {
+        for (int i = t; i < nfiles; i += 8) {
+          if (!(*store)
+                   ->Put(absl::StrCat("small/f", i),
+                         testing::PatternBytes(file_size, 100 + i))
+                   .ok())
+            failed = true;
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+    if (failed) return 1;
+  }
+
+  // Larder: a master and one worker on this node (short-circuit), 4 GiB RAM.
+  const std::vector<std::string> env = {"AWS_ACCESS_KEY_ID=S3RVER",
+                                        "AWS_SECRET_ACCESS_KEY=S3RVER"};
+  auto master = testing::MasterProcess::Start({}, env);
+  if (!master.ok()) return 1;
+  auto worker = testing::WorkerProcess::Start(
+      {absl::StrCat("--master=", (*master)->address()), "--ram_capacity=4GiB",
+       "--log_level=warning"},
+      env);
+  if (!worker.ok()) return 1;
+  auto r = testing::RunCommand(
+      {LARDER_CLI_BINARY, "mount", "/datasets/ds", (*s3)->Uri("ds"),
+       absl::StrCat("--master=", (*master)->address())});
+  if (!r.ok()) {
+    std::fprintf(stderr, "mount: %s\n", r.status().ToString().c_str());
+    return 1;
+  }
+  testing::WaitFor(
+      [&] {
+        auto out = testing::RunCommand(
+            {LARDER_CLI_BINARY, "ring",
+             absl::StrCat("--master=", (*master)->address())});
+        return out.ok() && out->find("1 workers") != std::string::npos;
+      },
+      absl::Seconds(20));
+  auto fuse = testing::FuseProcess::Start((*master)->address(),
+                                          {"--log_level=warning"});
+  if (!fuse.ok()) {
+    std::fprintf(stderr, "%s\n", fuse.status().ToString().c_str());
+    return 1;
+  }
+  const std::string larder_root = (*fuse)->mountpoint() + "/datasets/ds";
+
+  // s3fs over the same bucket, with its local disk cache.
+  testing::TempDir s3fs_dir;
+  const std::string s3fs_mnt = s3fs_dir.path() + "/mnt";
+  const std::string s3fs_cache = s3fs_dir.path() + "/cache";
+  const std::string passwd = s3fs_dir.path() + "/passwd";
+  ::mkdir(s3fs_mnt.c_str(), 0755);
+  ::mkdir(s3fs_cache.c_str(), 0755);
+  testing::WriteFile(passwd, "S3RVER:S3RVER").IgnoreError();
+  ::chmod(passwd.c_str(), 0600);
+  testing::Subprocess s3fs;
+  if (!s3fs.Start({"/usr/bin/s3fs", "bench", s3fs_mnt, "-f", "-o",
+                   absl::StrCat("url=", (*s3)->endpoint(),
+                                ",use_path_request_style,passwd_file=", passwd,
+                                ",use_cache=", s3fs_cache,
+                                ",parallel_count=8,multireq_max=8")},
+                  s3fs_dir.path() + "/s3fs.log")
+           .ok() ||
+      !testing::WaitFor([&] { return testing::IsMounted(s3fs_mnt); },
+                        absl::Seconds(20))) {
+    std::fprintf(stderr, "s3fs did not mount\n");
+    return 1;
+  }
+  const std::string s3fs_root = s3fs_mnt + "/ds";
+
+  std::vector<std::string> larder_files, s3fs_files;
+  for (int i = 0; i < nfiles; ++i) {
+    larder_files.push_back(absl::StrCat(larder_root, "/small/f", i));
+    s3fs_files.push_back(absl::StrCat(s3fs_root, "/small/f", i));
+  }
+
+  // Cold: the first read through each mount.
+  std::fprintf(stderr, "cold reads...\n");
+  DropCaches();
+  const double larder_cold_seq =
+      SequentialGbps(larder_root + "/shard-000.bin", shard_bytes);
+  DropCaches();
+  const double s3fs_cold_seq =
+      SequentialGbps(s3fs_root + "/shard-000.bin", shard_bytes);
+  DropCaches();
+  const double larder_cold_files =
+      FilesPerSecond(larder_files, readers, file_size);
+  DropCaches();
+  const double s3fs_cold_files = FilesPerSecond(s3fs_files, readers, file_size);
+
+  // Warm rounds, interleaved.
+  std::vector<double> dd, larder_seq, s3fs_seq, larder_files_s, s3fs_files_s;
+  std::vector<double> r_ceiling, r_s3fs_seq, r_files;
+  for (int round = 0; round < rounds; ++round) {
+    std::fprintf(stderr, "warm round %d...\n", round + 1);
+    SequentialGbps(local_shard, shard_bytes);  // Into the page cache.
+    dd.push_back(SequentialGbps(local_shard, shard_bytes));
+    DropCaches();
+    larder_seq.push_back(
+        SequentialGbps(larder_root + "/shard-000.bin", shard_bytes));
+    DropCaches();
+    s3fs_seq.push_back(
+        SequentialGbps(s3fs_root + "/shard-000.bin", shard_bytes));
+    DropCaches();
+    larder_files_s.push_back(FilesPerSecond(larder_files, readers, file_size));
+    DropCaches();
+    s3fs_files_s.push_back(FilesPerSecond(s3fs_files, readers, file_size));
+    r_ceiling.push_back(larder_seq.back() / dd.back());
+    r_s3fs_seq.push_back(larder_seq.back() / s3fs_seq.back());
+    r_files.push_back(larder_files_s.back() / s3fs_files_s.back());
+  }
+
+  std::printf(
+      "fuse_read_bench: shard %d MiB read with 4 MiB reads; %d files of "
+      "%d KiB by %d readers; %d warm rounds (medians)\n",
+      absl::GetFlag(FLAGS_shard_mib), nfiles, absl::GetFlag(FLAGS_file_kib),
+      readers, rounds);
+  std::printf("%-40s %12s %12s\n", "", "seq GB/s", "files/s");
+  std::printf("%-40s %12.2f %12s\n", "page cache ceiling (4 MiB reads)",
+              Median(dd), "-");
+  std::printf("%-40s %12.3f %12.0f\n", "larder fuse, cold (first read)",
+              larder_cold_seq, larder_cold_files);
+  std::printf("%-40s %12.3f %12.0f\n", "s3fs use_cache, cold (first read)",
+              s3fs_cold_seq, s3fs_cold_files);
+  std::printf("%-40s %12.2f %12.0f\n", "larder fuse, warm (worker RAM)",
+              Median(larder_seq), Median(larder_files_s));
+  std::printf("%-40s %12.2f %12.0f\n", "s3fs use_cache, warm (local cache)",
+              Median(s3fs_seq), Median(s3fs_files_s));
+  std::printf("\nratios:\n");
+  std::printf(
+      "  larder warm seq / page cache ceiling   = %6.0f%%  (target >= 40%%)\n",
+      100 * Median(r_ceiling));
+  std::printf(
+      "  larder warm seq / s3fs warm seq        = %6.1fx   (target >= 3x)\n",
+      Median(r_s3fs_seq));
+  std::printf(
+      "  larder warm files/s / s3fs warm        = %6.1fx   (target >= 3x)\n",
+      Median(r_files));
+  std::printf(
+      "  larder cold seq / s3fs cold seq        = %6.2fx   (target >= 1x)\n",
+      larder_cold_seq / s3fs_cold_seq);
+  std::printf(
+      "  larder cold files/s / s3fs cold        = %6.2fx   (target >= 1x)\n",
+      larder_cold_files / s3fs_cold_files);
+
+  s3fs.Stop(15);
+  testing::WaitFor([&] { return !testing::IsMounted(s3fs_mnt); },
+                   absl::Seconds(5));
+  testing::ForceUnmount(s3fs_mnt);
+  return 0;
+}
+
+}  // namespace
+}  // namespace larder
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return larder::Run();
+}
