@@ -16,6 +16,7 @@
 #include "tests/testing/azurite.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
+#include "tests/testing/webhdfs.h"
 #include "understore/azure_store.h"
 #include "understore/factory.h"
 #include "understore/s3_store.h"
@@ -116,6 +117,31 @@ class S3Env : public BackendEnv {
   std::unique_ptr<S3Store> store_;
 };
 
+class HdfsEnv : public BackendEnv {
+ public:
+  absl::Status Start() override {
+    testing::WebHdfs::Options so;
+    so.batch = 400;  // Listings of 1,100 entries take three batches.
+    auto server = testing::WebHdfs::Start(so);
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
+    UnderStoreOptions o;
+    o.http.retry.initial_backoff = absl::Milliseconds(5);
+    auto s = OpenUnderStore(server_->Uri("root/prefix"), o);
+    if (!s.ok()) return s.status();
+    store_ = std::move(*s);
+    return absl::OkStatus();
+  }
+  UnderStore& store() override { return *store_; }
+  absl::Status Put(const std::string& path, const std::string& data) override {
+    return server_->Put("root/prefix/" + path, data);
+  }
+
+ private:
+  std::unique_ptr<testing::WebHdfs> server_;
+  std::unique_ptr<UnderStore> store_;
+};
+
 using testing::PatternBytes;
 
 constexpr int kManyKeys = 1100;  // More than one S3 listing page (1000).
@@ -134,6 +160,7 @@ class ConformanceTest : public ::testing::TestWithParam<std::string> {
     if (name == "file") env = std::make_unique<FileEnv>();
     if (name == "s3") env = std::make_unique<S3Env>();
     if (name == "az") env = std::make_unique<AzureEnv>();
+    if (name == "hdfs") env = std::make_unique<HdfsEnv>();
     absl::Status st = env->Start();
     if (!st.ok()) {
       ADD_FAILURE() << name << ": " << st;
@@ -364,7 +391,7 @@ TEST_P(ConformanceTest, EscapingPathsAreRejected) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,
-                         ::testing::Values("file", "s3", "az"),
+                         ::testing::Values("file", "s3", "az", "hdfs"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "understore/azure_store.h"
 #include "understore/file_store.h"
+#include "understore/hdfs_store.h"
 #include "understore/s3_store.h"
 #include "understore/uri.h"
 
@@ -21,13 +22,18 @@ absl::StatusOr<std::unique_ptr<UnderStore>> OpenUnderStore(
     LARDER_ASSIGN_OR_RETURN(auto store, AzureStore::Open(parsed, options));
     return std::unique_ptr<UnderStore>(std::move(store));
   }
+  if (parsed.scheme == "hdfs" || parsed.scheme == "webhdfs" ||
+      parsed.scheme == "swebhdfs") {
+    LARDER_ASSIGN_OR_RETURN(auto store, HdfsStore::Open(parsed, options));
+    return std::unique_ptr<UnderStore>(std::move(store));
+  }
   if (parsed.scheme == "s3") {
     LARDER_ASSIGN_OR_RETURN(auto store, S3Store::Open(parsed, options));
     return std::unique_ptr<UnderStore>(std::move(store));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown under-store scheme '", parsed.scheme, "' in '", uri,
-                   "' (supported: file, s3, az)"));
+                   "' (supported: file, s3, az, hdfs, webhdfs, swebhdfs)"));
 }
 
 }  // namespace larder

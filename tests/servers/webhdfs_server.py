@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+# A small WebHDFS server for tests: a stand-in for a real HDFS namenode and
+# datanode (no HDFS runs on the test machine). It serves a local directory as
+# the HDFS namespace, written from the Apache WebHDFS REST API specification
+# (hadoop.apache.org/docs/stable/hadoop-project-dist/hadoop-hdfs/WebHDFS.html):
+#
+#   GET /webhdfs/v1/PATH?op=GETFILESTATUS   -> {"FileStatus": {...}}
+#   GET /webhdfs/v1/PATH?op=LISTSTATUS      -> {"FileStatuses": {"FileStatus": [...]}}
+#   GET /webhdfs/v1/PATH?op=LISTSTATUS_BATCH[&startAfter=NAME]
+#        -> {"DirectoryListing": {"partialListing": {"FileStatuses": ...},
+#                                 "remainingEntries": N}}
+#   GET /webhdfs/v1/PATH?op=OPEN[&offset=N][&length=N]
+#        -> namenode: 307 Temporary Redirect, Location: the datanode port;
+#           datanode: 200 with the bytes
+#
+# Errors are RemoteException JSON bodies with the status codes the
+# specification lists (404 FileNotFoundException, 403 AccessControlException,
+# 401 SecurityException, 400 IllegalArgumentException).
+#
+# Authentication: with --user, requests must carry user.name=USER (simple
+# auth) or delegation=TOKEN (with --token); anything else is 401, and
+# --deny PREFIX answers 403 for paths below PREFIX.
+#
+#   webhdfs_server.py --root DIR --port P --datanode-port Q [--user U]
+#                     [--token T] [--batch 1000] [--deny /secret]
+#
+# It prints "webhdfs: namenode PORT datanode PORT" when both listen and logs
+# one line per request on stderr.
+import argparse
+import json
+import os
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ARGS = None
+
+
+def file_status(path, name):
+    st = os.stat(path)
+    is_dir = os.path.isdir(path)
+    return {
+        "accessTime": int(st.st_atime * 1000),
+        "blockSize": 134217728,
+        "childrenNum": len(os.listdir(path)) if is_dir else 0,
+        "fileId": st.st_ino,
+        "group": "supergroup",
+        "length": 0 if is_dir else st.st_size,
+        "modificationTime": int(st.st_mtime_ns // 1000000),
+        "owner": "hdfs",
+        "pathSuffix": name,
+        "permission": "755" if is_dir else "644",
+        "replication": 0 if is_dir else 3,
+        "storagePolicy": 0,
+        "type": "DIRECTORY" if is_dir else "FILE",
+    }
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    datanode = False
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write("%s %s\n" % ("datanode" if self.datanode else "namenode",
+                                      fmt % args))
+
+    def reply(self, code, body=b"", ctype="application/json", headers=()):
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def error(self, code, exception, message):
+        java = {
+            "FileNotFoundException": "java.io.FileNotFoundException",
+            "AccessControlException":
+                "org.apache.hadoop.security.AccessControlException",
+            "SecurityException": "java.lang.SecurityException",
+            "IllegalArgumentException": "java.lang.IllegalArgumentException",
+            "UnsupportedOperationException":
+                "java.lang.UnsupportedOperationException",
+        }[exception]
+        self.reply(code, {"RemoteException": {
+            "exception": exception, "javaClassName": java, "message": message}})
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        if not url.path.startswith("/webhdfs/v1"):
+            return self.error(404, "FileNotFoundException",
+                              "no such resource: " + url.path)
+        hdfs_path = urllib.parse.unquote(url.path[len("/webhdfs/v1"):]) or "/"
+        q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        op = q.get("op", "").upper()
+        if ARGS.user is not None:
+            ok = q.get("user.name") == ARGS.user or (
+                ARGS.token is not None and q.get("delegation") == ARGS.token)
+            if not ok:
+                return self.error(401, "SecurityException",
+                                  "Failed to obtain user group information: "
+                                  "authentication required")
+        parts = [p for p in hdfs_path.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            return self.error(400, "IllegalArgumentException",
+                              "Invalid path name " + hdfs_path)
+        for deny in ARGS.deny:
+            if ("/" + "/".join(parts) + "/").startswith(deny.rstrip("/") + "/"):
+                return self.error(403, "AccessControlException",
+                                  "Permission denied: user=%s, access=READ, "
+                                  "inode=\"%s\"" % (q.get("user.name"), hdfs_path))
+        local = os.path.join(ARGS.root, *parts)
+        if not os.path.exists(local):
+            return self.error(404, "FileNotFoundException",
+                              "File does not exist: " + hdfs_path)
+        if self.datanode:
+            if op != "OPEN":
+                return self.error(400, "IllegalArgumentException",
+                                  "datanode serves only OPEN")
+            return self.open(local, q)
+        if op == "GETFILESTATUS":
+            return self.reply(200, {"FileStatus": file_status(local, "")})
+        if op in ("LISTSTATUS", "LISTSTATUS_BATCH"):
+            if not os.path.isdir(local):
+                entries = [file_status(local, "")]
+            else:
+                names = sorted(os.listdir(local), key=lambda n: n.encode())
+                if op == "LISTSTATUS_BATCH" and "startAfter" in q:
+                    names = [n for n in names
+                             if n.encode() > q["startAfter"].encode()]
+                entries = []
+                for n in names:
+                    try:
+                        entries.append(file_status(os.path.join(local, n), n))
+                    except FileNotFoundError:
+                        pass
+            if op == "LISTSTATUS":
+                return self.reply(200, {"FileStatuses": {"FileStatus": entries}})
+            page = entries[:ARGS.batch]
+            return self.reply(200, {"DirectoryListing": {
+                "partialListing": {"FileStatuses": {"FileStatus": page}},
+                "remainingEntries": len(entries) - len(page)}})
+        if op == "OPEN":
+            if os.path.isdir(local):
+                return self.error(404, "FileNotFoundException",
+                                  "Path is not a file: " + hdfs_path)
+            location = "http://127.0.0.1:%d%s" % (ARGS.datanode_port, self.path)
+            return self.reply(307, b"", headers=[("Location", location)])
+        return self.error(400, "UnsupportedOperationException",
+                          "op=%s is not supported by this stand-in" % op)
+
+    def open(self, local, q):
+        size = os.path.getsize(local)
+        try:
+            offset = int(q.get("offset", "0"))
+            length = int(q["length"]) if "length" in q else None
+        except ValueError:
+            return self.error(400, "IllegalArgumentException", "bad offset/length")
+        if offset < 0 or offset > size:
+            return self.error(400, "IllegalArgumentException",
+                              "Offset=%d out of the range [0, %d)" % (offset, size))
+        end = size if length is None else min(size, offset + length)
+        with open(local, "rb") as f:
+            f.seek(offset)
+            data = f.read(end - offset)
+        self.reply(200, data, ctype="application/octet-stream")
+
+
+class DataNodeHandler(Handler):
+    datanode = True
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--root", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--datanode-port", type=int, required=True)
+    p.add_argument("--user")
+    p.add_argument("--token")
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--deny", action="append", default=[])
+    ARGS = p.parse_args()
+    namenode = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
+    datanode = ThreadingHTTPServer(("127.0.0.1", ARGS.datanode_port),
+                                   DataNodeHandler)
+    namenode.daemon_threads = datanode.daemon_threads = True
+    threading.Thread(target=datanode.serve_forever, daemon=True).start()
+    print("webhdfs: namenode %d datanode %d" % (ARGS.port, ARGS.datanode_port),
+          flush=True)
+    namenode.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+// Copyright 2026 The Larder Authors.
+//
+// The WebHDFS stand-in (tests/servers/webhdfs_server.py) as a test fixture: a
+// namenode port and a datanode port on loopback serving a temp directory as
+// the HDFS namespace. It is a stand-in for a real namenode, written from the
+// WebHDFS REST specification; no HDFS runs on the test machine.
+#ifndef LARDER_TESTS_TESTING_WEBHDFS_H_
+#define LARDER_TESTS_TESTING_WEBHDFS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "tests/testing/process.h"
+
+namespace larder::testing {
+
+class WebHdfs {
+ public:
+  struct Options {
+    std::string user = "larder";    // Required user.name ("" = none needed).
+    std::string token;              // Also accepted: delegation=TOKEN.
+    int batch = 1000;               // Entries per LISTSTATUS_BATCH answer.
+    std::vector<std::string> deny;  // HDFS path prefixes answered 403.
+  };
+  static absl::StatusOr<std::unique_ptr<WebHdfs>> Start(Options options);
+  static absl::StatusOr<std::unique_ptr<WebHdfs>> Start() {
+    return Start(Options());
+  }
+  ~WebHdfs() { process_.Stop(9); }
+
+  void Kill() { process_.Stop(9); }
+  absl::Status Restart();
+
+  int port() const { return port_; }
+  // hdfs://127.0.0.1:PORT/PATH?user=USER
+  std::string Uri(const std::string& path) const;
+  // Creates or replaces HDFS file `path` (write + rename; the modification
+  // time always moves forward, so the version changes).
+  absl::Status Put(const std::string& path, const std::string& data);
+  const std::string& root() const { return root_; }
+
+ private:
+  WebHdfs() = default;
+  absl::Status Launch();
+  TempDir dir_;
+  Options options_;
+  std::string root_;
+  int port_ = 0, datanode_port_ = 0;
+  absl::Mutex mu_;  // Put may be called from many threads.
+  int64_t last_mtime_ns_ = 0;
+  int next_tmp_ = 0;
+  Subprocess process_;
+};
+
+}  // namespace larder::testing
+
+#endif  // LARDER_TESTS_TESTING_WEBHDFS_H_

@@ -1,0 +1,357 @@
+// Copyright 2026 The Larder Authors.
+//
+// WebHDFS REST client. See hdfs_store.h.
+#include "understore/hdfs_store.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/log.h"
+#include "common/retry.h"
+#include "common/status_macros.h"
+
+namespace larder {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+absl::StatusOr<Struct> ParseJson(const std::string& body) {
+  Struct s;
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(body, &s, o).ok())
+    return absl::InternalError("WebHDFS answered with a body that is not JSON");
+  return s;
+}
+
+const Value* Field(const Struct& s, const char* name) {
+  auto it = s.fields().find(name);
+  return it == s.fields().end() ? nullptr : &it->second;
+}
+
+const Struct* Object(const Struct& s, const char* name) {
+  const Value* v = Field(s, name);
+  return v != nullptr && v->has_struct_value() ? &v->struct_value() : nullptr;
+}
+
+std::string Text(const Struct& s, const char* name) {
+  const Value* v = Field(s, name);
+  return v != nullptr ? v->string_value() : "";
+}
+
+uint64_t Number(const Struct& s, const char* name) {
+  const Value* v = Field(s, name);
+  return v != nullptr && v->number_value() > 0
+             ? static_cast<uint64_t>(std::llround(v->number_value()))
+             : 0;
+}
+
+// A FileStatus object as an ObjectInfo at store path `rel`.
+ObjectInfo FromFileStatus(const Struct& fs, std::string rel) {
+  ObjectInfo info;
+  info.path = std::move(rel);
+  info.is_dir = Text(fs, "type") == "DIRECTORY";
+  const uint64_t mtime_ms = Number(fs, "modificationTime");
+  info.mtime = absl::FromUnixMillis(static_cast<int64_t>(mtime_ms));
+  if (!info.is_dir) {
+    info.size = Number(fs, "length");
+    info.version = absl::StrCat(mtime_ms, "-", info.size);
+  }
+  return info;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HdfsStore>> HdfsStore::Open(
+    const StoreUri& uri, const UnderStoreOptions& options) {
+  if (uri.authority.empty()) {
+    return absl::InvalidArgumentError(
+        "hdfs:// URI needs the namenode's HTTP address: "
+        "hdfs://NAMENODE:9870/path");
+  }
+  bool tls = false;
+  std::string user;
+  for (const auto& [name, value] : uri.options) {
+    if (name == "user") {
+      user = value;
+    } else if (name == "tls") {
+      LARDER_ASSIGN_OR_RETURN(tls, ParseBoolOption(name, value));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown hdfs:// option '", name, "' (supported: user, tls)"));
+    }
+  }
+  if (user.empty()) user = options.env("HADOOP_USER_NAME").value_or("");
+  std::string token = options.env("HDFS_DELEGATION_TOKEN").value_or("");
+  if (!token.empty()) RegisterSecret(token);
+  std::string root;
+  if (!uri.path.empty()) root = absl::StrCat("/", uri.path);
+  return std::unique_ptr<HdfsStore>(new HdfsStore(
+      absl::StrCat(tls || uri.scheme == "swebhdfs" ? "https://" : "http://",
+                   uri.authority),
+      std::move(root), std::move(user), std::move(token), options.http));
+}
+
+std::string HdfsStore::DebugString() const {
+  return absl::StrCat(
+      "hdfs://",
+      absl::StripPrefix(absl::StripPrefix(base_url_, "http://"), "https://"),
+      root_.empty() ? "/" : root_);
+}
+
+std::string HdfsStore::HdfsPath(const std::string& rel) const {
+  if (rel.empty()) return root_.empty() ? "/" : root_;
+  return absl::StrCat(root_, "/", rel);
+}
+
+std::string HdfsStore::Url(
+    const std::string& rel, absl::string_view op,
+    const std::vector<std::pair<std::string, std::string>>& extra) const {
+  std::vector<std::string> q = {absl::StrCat("op=", op)};
+  if (!user_.empty())
+    q.push_back(absl::StrCat("user.name=", UriEncode(user_, false)));
+  if (!token_.empty())
+    q.push_back(absl::StrCat("delegation=", UriEncode(token_, false)));
+  for (const auto& [k, v] : extra)
+    q.push_back(absl::StrCat(k, "=", UriEncode(v, false)));
+  return absl::StrCat(base_url_, "/webhdfs/v1", UriEncode(HdfsPath(rel), true),
+                      "?", absl::StrJoin(q, "&"));
+}
+
+absl::Status HdfsStore::ErrorStatus(absl::string_view op,
+                                    const std::string& rel,
+                                    const HttpResponse& response) const {
+  std::string exception, message;
+  if (absl::StatusOr<Struct> doc = ParseJson(response.body); doc.ok()) {
+    if (const Struct* e = Object(*doc, "RemoteException")) {
+      exception = Text(*e, "exception");
+      message = Text(*e, "message");
+    }
+  }
+  const std::string msg = RedactSecrets(
+      absl::StrCat("WebHDFS ", op, " of ", HdfsPath(rel), " at ", base_url_,
+                   ": HTTP ", response.status, exception.empty() ? "" : " ",
+                   exception, message.empty() ? "" : ": ", message));
+  const long s = response.status;
+  if (exception == "FileNotFoundException" || s == 404)
+    return absl::NotFoundError(msg);
+  if (exception == "AccessControlException" || s == 403)
+    return absl::PermissionDeniedError(msg);
+  if (exception == "SecurityException" || s == 401)
+    return absl::PermissionDeniedError(
+        absl::StrCat(msg,
+                     " (set ?user= or HADOOP_USER_NAME, or "
+                     "HDFS_DELEGATION_TOKEN)"));
+  if (exception == "StandbyException" || exception == "RetriableException" ||
+      s >= 500)
+    return absl::UnavailableError(msg);
+  if (s == 429) return absl::ResourceExhaustedError(msg);
+  if (exception == "UnsupportedOperationException")
+    return absl::UnimplementedError(msg);
+  if (s == 400) return absl::InvalidArgumentError(msg);
+  return absl::UnknownError(msg);
+}
+
+absl::StatusOr<HttpResponse> HdfsStore::Get(const std::string& url,
+                                            absl::string_view op,
+                                            const std::string& rel,
+                                            absl::Span<char> sink) {
+  HttpResponse r;
+  LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+      http_.options().retry, absl::StrCat("hdfs.", op), [&]() -> absl::Status {
+        HttpRequest req;
+        req.url = url;
+        LARDER_ASSIGN_OR_RETURN(r, http_.Send(req, sink));
+        if (r.status >= 200 && r.status < 400) return absl::OkStatus();
+        return ErrorStatus(op, rel, r);
+      }));
+  return r;
+}
+
+absl::StatusOr<ObjectInfo> HdfsStore::Stat(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  LARDER_ASSIGN_OR_RETURN(HttpResponse r,
+                          Get(Url(rel, "GETFILESTATUS"), "stat", rel));
+  LARDER_ASSIGN_OR_RETURN(Struct doc, ParseJson(r.body));
+  const Struct* fs = Object(doc, "FileStatus");
+  if (fs == nullptr)
+    return absl::InternalError(absl::StrCat("WebHDFS stat of ", HdfsPath(rel),
+                                            ": no FileStatus in the answer"));
+  return FromFileStatus(*fs, rel);
+}
+
+absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> HdfsStore::ListBatch(
+    const std::string& rel, const std::string& after) {
+  std::vector<std::pair<std::string, std::string>> extra;
+  if (!after.empty()) extra.emplace_back("startAfter", after);
+  absl::StatusOr<HttpResponse> r =
+      Get(Url(rel, "LISTSTATUS_BATCH", extra), "list", rel);
+  const Struct* statuses = nullptr;
+  bool more = false;
+  absl::StatusOr<Struct> doc;
+  if (r.ok()) {
+    LARDER_ASSIGN_OR_RETURN(doc, ParseJson(r->body));
+    const Struct* listing = Object(*doc, "DirectoryListing");
+    const Struct* partial =
+        listing ? Object(*listing, "partialListing") : nullptr;
+    statuses = partial ? Object(*partial, "FileStatuses") : nullptr;
+    more = listing && Number(*listing, "remainingEntries") > 0;
+  } else if (r.status().code() == absl::StatusCode::kUnimplemented) {
+    // Before Hadoop 2.8: one LISTSTATUS of the whole directory.
+    LARDER_ASSIGN_OR_RETURN(HttpResponse all,
+                            Get(Url(rel, "LISTSTATUS"), "list", rel));
+    LARDER_ASSIGN_OR_RETURN(doc, ParseJson(all.body));
+    statuses = Object(*doc, "FileStatuses");
+  } else {
+    return r.status();
+  }
+  std::vector<ObjectInfo> out;
+  const Value* list = statuses ? Field(*statuses, "FileStatus") : nullptr;
+  if (list == nullptr || !list->has_list_value())
+    return std::make_pair(out, false);
+  for (const Value& v : list->list_value().values()) {
+    if (!v.has_struct_value()) continue;
+    const std::string name = Text(v.struct_value(), "pathSuffix");
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WebHDFS list of ", HdfsPath(rel),
+                       ": it is a file, not a directory"));
+    }
+    if (!after.empty() && name <= after) continue;  // LISTSTATUS fallback.
+    out.push_back(FromFileStatus(v.struct_value(), JoinStorePath(rel, name)));
+  }
+  return std::make_pair(std::move(out), more);
+}
+
+absl::Status HdfsStore::Walk(const std::string& rel, const std::string& after,
+                             size_t limit, std::vector<ObjectInfo>* out) {
+  // `after` lies below `rel` (or is empty): resume inside its first component.
+  std::string resume_from;
+  if (!after.empty()) {
+    absl::string_view below = after;
+    if (!rel.empty()) below.remove_prefix(rel.size() + 1);
+    const size_t slash = below.find('/');
+    resume_from = std::string(below.substr(0, slash));
+    if (slash != absl::string_view::npos) {
+      LARDER_RETURN_IF_ERROR(
+          Walk(JoinStorePath(rel, resume_from), after, limit, out));
+      if (out->size() >= limit) return absl::OkStatus();
+    }
+  }
+  std::string cursor = resume_from;
+  for (;;) {
+    LARDER_ASSIGN_OR_RETURN(auto batch, ListBatch(rel, cursor));
+    for (ObjectInfo& e : batch.first) {
+      cursor = std::string(
+          absl::string_view(e.path).substr(rel.empty() ? 0 : rel.size() + 1));
+      if (e.is_dir) {
+        LARDER_RETURN_IF_ERROR(Walk(e.path, "", limit, out));
+      } else {
+        out->push_back(std::move(e));
+      }
+      if (out->size() >= limit) return absl::OkStatus();
+    }
+    if (!batch.second || batch.first.empty()) return absl::OkStatus();
+  }
+}
+
+absl::StatusOr<ListPage> HdfsStore::List(absl::string_view dir,
+                                         const ListOptions& options) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
+  const size_t limit = std::max<size_t>(1, options.page_size);
+  ListPage page;
+  if (options.recursive) {
+    // Token: the last file returned (a path below `dir`).
+    if (!options.page_token.empty() &&
+        !(rel.empty() || absl::StartsWith(options.page_token, rel + "/"))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad page token for a listing of ", HdfsPath(rel)));
+    }
+    LARDER_RETURN_IF_ERROR(Walk(rel, options.page_token, limit, &page.entries));
+    if (page.entries.size() >= limit)
+      page.next_page_token = page.entries.back().path;
+    return page;
+  }
+  // Token: the name of the last child returned.
+  auto name = [&](const ObjectInfo& e) {
+    return std::string(
+        absl::string_view(e.path).substr(rel.empty() ? 0 : rel.size() + 1));
+  };
+  std::string after = options.page_token;
+  for (;;) {
+    LARDER_ASSIGN_OR_RETURN(auto batch, ListBatch(rel, after));
+    for (ObjectInfo& e : batch.first) {
+      if (page.entries.size() == limit) {
+        page.next_page_token = name(page.entries.back());
+        return page;
+      }
+      page.entries.push_back(std::move(e));
+    }
+    if (!batch.second || page.entries.empty()) return page;
+    after = name(page.entries.back());
+  }
+}
+
+absl::StatusOr<size_t> HdfsStore::ReadRange(
+    absl::string_view path, uint64_t offset, absl::Span<char> buffer,
+    absl::string_view expected_version) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  if (rel.empty() && root_.empty())
+    return absl::InvalidArgumentError(
+        "cannot read the store root: it is a directory");
+  auto check = [&](const ObjectInfo& info) -> absl::Status {
+    if (info.is_dir)
+      return absl::InvalidArgumentError(
+          absl::StrCat(HdfsPath(rel), " is a directory"));
+    if (!expected_version.empty() && info.version != expected_version) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "WebHDFS read of ", HdfsPath(rel), ": the file changed (version ",
+          info.version, ", expected ", expected_version, ")"));
+    }
+    return absl::OkStatus();
+  };
+  LARDER_ASSIGN_OR_RETURN(ObjectInfo before, Stat(rel));
+  LARDER_RETURN_IF_ERROR(check(before));
+  if (offset > before.size)
+    return absl::OutOfRangeError(
+        absl::StrCat("read at ", offset, " beyond the end of ", HdfsPath(rel),
+                     " (", before.size, " bytes)"));
+  const uint64_t want = std::min<uint64_t>(buffer.size(), before.size - offset);
+  if (want == 0) return 0;
+  absl::Span<char> sink = buffer.subspan(0, want);
+  const std::string url =
+      Url(rel, "OPEN",
+          {{"offset", absl::StrCat(offset)}, {"length", absl::StrCat(want)}});
+  LARDER_ASSIGN_OR_RETURN(HttpResponse r, Get(url, "read", rel, sink));
+  if (r.status == 307 || r.status == 302 || r.status == 301) {
+    // The namenode points at a datanode that holds the data.
+    const std::string location(r.Header("location"));
+    if (location.empty())
+      return absl::InternalError(absl::StrCat("WebHDFS read of ", HdfsPath(rel),
+                                              ": redirect without Location"));
+    LARDER_ASSIGN_OR_RETURN(r, Get(location, "read", rel, sink));
+  }
+  if (r.status != 200 || r.sink_bytes != want) {
+    return absl::UnavailableError(
+        absl::StrCat("WebHDFS read of ", HdfsPath(rel), ": got ", r.sink_bytes,
+                     " of ", want, " bytes (HTTP ", r.status, ")"));
+  }
+  // The bytes belong to `before` only if the file is still that version.
+  LARDER_ASSIGN_OR_RETURN(ObjectInfo after, Stat(rel));
+  if (after.version != before.version) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("WebHDFS read of ", HdfsPath(rel),
+                     ": the file changed during the read"));
+  }
+  return static_cast<size_t>(want);
+}
+
+}  // namespace larder
