@@ -22,9 +22,12 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/azurite.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
+#include "tests/testing/webhdfs.h"
 #include "tests/testing/worker_process.h"
+#include "understore/azure_store.h"
 #include "understore/factory.h"
 #include "understore/s3_store.h"
 
@@ -102,9 +105,12 @@ class FuseTest : public ::testing::Test {
                     .ok());
     const std::string creds_env = absl::StrCat(
         "AWS_SHARED_CREDENTIALS_FILE=", creds_.path(), "/credentials");
+    // Azure mounts (azurite's development account) in the same cluster.
+    const std::string az_env =
+        absl::StrCat("AZURE_STORAGE_KEY=", testing::Azurite::kKey);
     auto master = testing::MasterProcess::Start(
         {"--heartbeat_timeout=2s", "--heartbeat_interval=200ms"},
-        {kEnv[0], kEnv[1], creds_env});
+        {kEnv[0], kEnv[1], creds_env, az_env});
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
     for (int w = 0; w < 2; ++w) {
@@ -112,7 +118,7 @@ class FuseTest : public ::testing::Test {
           {absl::StrCat("--master=", master_->address()),
            absl::StrCat("--worker_id=w", w), "--ram_capacity=256MiB",
            "--retry_max_attempts=2"},
-          {kEnv[0], kEnv[1], creds_env});
+          {kEnv[0], kEnv[1], creds_env, az_env});
       ASSERT_TRUE(worker.ok()) << worker.status();
       workers_.push_back(std::move(*worker));
     }
@@ -417,6 +423,52 @@ TEST_F(FuseTest, ReadsGoOnWhenAWorkerIsKilled) {
   stop = true;
   reader.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_F(FuseTest, AzureAndHdfsMountsReadEndToEnd) {
+  // The same files in an azurite container and on the WebHDFS stand-in,
+  // mounted next to the S3 one and read through FUSE.
+  auto azurite = testing::Azurite::Start();
+  ASSERT_TRUE(azurite.ok()) << azurite.status();
+  UnderStoreOptions ao;
+  ao.azure_credentials = AzureCredentials{testing::Azurite::kKey, ""};
+  auto az = OpenUnderStore((*azurite)->Uri("fuse", "ds"), ao);
+  ASSERT_TRUE(az.ok()) << az.status();
+  auto* az_store = static_cast<AzureStore*>(az->get());
+  ASSERT_TRUE(az_store->CreateContainer().ok());
+  auto hdfs = testing::WebHdfs::Start();
+  ASSERT_TRUE(hdfs.ok()) << hdfs.status();
+  for (const auto& [path, data] : files_) {
+    ASSERT_TRUE(az_store->Put(path, data).ok()) << path;
+    ASSERT_TRUE((*hdfs)->Put("user/larder/ds/" + path, data).ok()) << path;
+  }
+  Shell r =
+      Larder(absl::StrCat("mount /datasets/az '", (*azurite)->Uri("fuse", "ds"),
+                          "' --mount_block_size=1MiB"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = Larder(absl::StrCat("mount /datasets/hdfs '",
+                          (*hdfs)->Uri("user/larder/ds"),
+                          "' --mount_block_size=1MiB"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const double misses_before = WorkerSum("larder_worker_misses_total");
+  Shell here = Sh(absl::StrCat("cd ", src_.path(),
+                               " && find . -type f | sort | xargs md5sum"));
+  for (const char* mount : {"az", "hdfs"}) {
+    const std::string root =
+        absl::StrCat(fuse->mountpoint(), "/datasets/", mount);
+    Shell there = Sh(
+        absl::StrCat("cd ", root, " && find . -type f | sort | xargs md5sum"));
+    EXPECT_EQ(there.code, 0) << mount << ": " << there.out;
+    EXPECT_EQ(there.out, here.out) << mount;
+    for (const auto& [path, data] : files_) {
+      EXPECT_EQ(ReadAll(root + "/" + path).value_or("<error>"), data)
+          << mount << "/" << path;
+    }
+  }
+  // The bytes came through the workers' caches.
+  EXPECT_GT(WorkerSum("larder_worker_misses_total"), misses_before);
 }
 
 TEST_F(FuseTest, PyTorchDataLoaderTwoEpochs) {
