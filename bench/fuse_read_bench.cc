@@ -34,6 +34,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
 #include "tests/testing/worker_process.h"
@@ -49,11 +50,7 @@ namespace {
 
 constexpr size_t kReadSize = 4 << 20;
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 void DropCaches() {
   ::sync();

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "common/log.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
@@ -74,10 +75,7 @@ Result ReadAll(UnderStore& store, const ObjectInfo& info, size_t range,
   return {info.size / secs / 1e6, all[all.size() / 2]};
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 int Run() {
   SetMinLogLevel(LogLevel::kWarning);

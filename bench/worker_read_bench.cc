@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/log.h"
@@ -46,10 +47,7 @@ namespace {
 
 constexpr uint64_t kBlock = 4 << 20;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 // `dd if=FILE of=/dev/null bs=4M` of a page-cached file; GB/s from dd's own
 // byte count and a wall clock around it.

@@ -467,10 +467,13 @@ class ClientImpl final : public Client {
   // unlinked file keeps its bytes), so a kept lease never returns wrong data;
   // it only keeps the memory alive a little longer. Bounded by count and age.
   struct CachedLease {
-    explicit CachedLease(ShortCircuitClient::Lease l) : lease(std::move(l)) {}
-    ~CachedLease() {
-      if (lease.fd >= 0) ::close(lease.fd);
-    }
+    CachedLease(std::shared_ptr<ShortCircuitClient> c,
+                ShortCircuitClient::Lease l)
+        : conn(std::move(c)), lease(std::move(l)) {}
+    // Closes the fd and gives the lease back, on the connection that
+    // granted it (lease ids are per connection), once no reader holds it.
+    ~CachedLease() { conn->Release(lease).IgnoreError(); }
+    const std::shared_ptr<ShortCircuitClient> conn;
     ShortCircuitClient::Lease lease;
     absl::Time expires = absl::Now() + kLeaseKeep;
   };
@@ -483,14 +486,14 @@ class ClientImpl final : public Client {
   absl::StatusOr<std::shared_ptr<CachedLease>> LeaseFrom(
       const std::string& socket, const BlockId& id) {
     if (std::shared_ptr<CachedLease> kept = FindLease(socket, id)) return kept;
-    absl::StatusOr<std::unique_ptr<ShortCircuitClient>> sc =
+    absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
         TakeShortCircuit(socket);
     if (!sc.ok()) return absl::UnimplementedError(sc.status().message());
     absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
     if (opened.ok() || !WorkerFailure(opened.status()))
-      GiveShortCircuit(socket, std::move(*sc));
+      GiveShortCircuit(socket, *sc);
     if (!opened.ok()) return opened.status();
-    auto lease = std::make_shared<CachedLease>(std::move(*opened));
+    auto lease = std::make_shared<CachedLease>(*sc, std::move(*opened));
     KeepLease(socket, id, lease);
     return lease;
   }
@@ -541,35 +544,23 @@ class ClientImpl final : public Client {
 
   void KeepLease(const std::string& socket, const BlockId& id,
                  std::shared_ptr<CachedLease> lease) {
-    std::vector<std::pair<std::string, uint64_t>> release;  // socket, lease id
-    {
-      absl::MutexLock lock(&lease_mu_);
-      const std::string key = LeaseKey(socket, id);
-      const absl::Time now = absl::Now();
-      while (!lease_order_.empty() &&
-             (leases_.size() >= kLeasesKept || FrontExpired(now))) {
-        const std::string old = lease_order_.front();
-        lease_order_.pop_front();
-        auto it = leases_.find(old);
-        if (it == leases_.end()) continue;
-        release.emplace_back(old.substr(0, old.rfind('|')),
-                             it->second->lease.lease_id);
-        leases_.erase(it);
-      }
-      if (auto [it, inserted] = leases_.try_emplace(key, lease); inserted) {
-        lease_order_.push_back(key);
-      } else {  // A concurrent reader kept one first: give ours back.
-        release.emplace_back(socket, lease->lease.lease_id);
-      }
+    // Dropped leases are released by their destructors, after the lock.
+    std::vector<std::shared_ptr<CachedLease>> dropped;
+    absl::MutexLock lock(&lease_mu_);
+    const absl::Time now = absl::Now();
+    while (!lease_order_.empty() &&
+           (leases_.size() >= kLeasesKept || FrontExpired(now))) {
+      auto it = leases_.find(lease_order_.front());
+      lease_order_.pop_front();
+      if (it == leases_.end()) continue;
+      dropped.push_back(std::move(it->second));
+      leases_.erase(it);
     }
-    for (auto& [sock, lease_id] : release) {
-      absl::StatusOr<std::unique_ptr<ShortCircuitClient>> sc =
-          TakeShortCircuit(sock);
-      if (!sc.ok()) continue;  // The worker is gone; so is the lease.
-      std::vector<ShortCircuitClient::Lease> ids(1);
-      ids[0].lease_id = lease_id;  // fd -1: closed by CachedLease.
-      if ((*sc)->ReleaseBatch(ids).ok()) GiveShortCircuit(sock, std::move(*sc));
-    }
+    // A concurrent reader may have kept one first; ours then goes with its
+    // last reader.
+    const std::string key = LeaseKey(socket, id);
+    if (leases_.try_emplace(key, std::move(lease)).second)
+      lease_order_.push_back(key);
   }
 
   bool FrontExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_) {
@@ -579,7 +570,7 @@ class ClientImpl final : public Client {
 
   // A pool of short-circuit connections per socket (one request at a time
   // each), so parallel block reads do not queue behind each other.
-  absl::StatusOr<std::unique_ptr<ShortCircuitClient>> TakeShortCircuit(
+  absl::StatusOr<std::shared_ptr<ShortCircuitClient>> TakeShortCircuit(
       const std::string& socket) {
     {
       absl::MutexLock lock(&mu_);
@@ -590,10 +581,12 @@ class ClientImpl final : public Client {
         return c;
       }
     }
-    return ShortCircuitClient::Connect(socket);
+    LARDER_ASSIGN_OR_RETURN(std::unique_ptr<ShortCircuitClient> c,
+                            ShortCircuitClient::Connect(socket));
+    return std::shared_ptr<ShortCircuitClient>(std::move(c));
   }
   void GiveShortCircuit(const std::string& socket,
-                        std::unique_ptr<ShortCircuitClient> c) {
+                        std::shared_ptr<ShortCircuitClient> c) {
     absl::MutexLock lock(&mu_);
     auto& idle = short_circuit_[socket];
     if (idle.size() < 16) idle.push_back(std::move(c));
@@ -653,7 +646,7 @@ class ClientImpl final : public Client {
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> workers_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string,
-                      std::vector<std::unique_ptr<ShortCircuitClient>>>
+                      std::vector<std::shared_ptr<ShortCircuitClient>>>
       short_circuit_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<UnderStore>> fallback_stores_
       ABSL_GUARDED_BY(mu_);

@@ -29,9 +29,7 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -152,14 +150,6 @@ char* ThreadBuffer(size_t size) {
     buf.size = buf.data ? size : 0;
   }
   return buf.data;
-}
-
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(path);
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  return text;
 }
 
 // One line of /proc/self/mountinfo.
@@ -922,12 +912,9 @@ void FuseMount::Fs::TuneReadahead() const {
 // limits by fs.pipe-max-size (1 MiB by default).
 static void RaisePipeMaxSize(uint64_t max_read) {
   const uint64_t need = max_read + (64 << 10);
-  auto current = ReadSmallFile("/proc/sys/fs/pipe-max-size");
   uint64_t have = 0;
-  if (current.ok() &&
-      absl::SimpleAtoi(absl::StripAsciiWhitespace(*current), &have) &&
-      have >= need)
-    return;
+  std::ifstream("/proc/sys/fs/pipe-max-size") >> have;
+  if (have >= need) return;
   std::ofstream out("/proc/sys/fs/pipe-max-size");
   out << (4u << 20);
   out.flush();

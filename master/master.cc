@@ -123,13 +123,9 @@ class MasterService final : public v1::Master::Service {
     if (!mounts_->Resolve(path).ok()) {
       std::vector<std::string> children = mounts_->VirtualChildren(path);
       if (!children.empty() || path == "/") {
-        const std::string prefix =
-            NormalizeClusterPath(path).value_or("/") == "/"
-                ? "/"
-                : NormalizeClusterPath(path).value_or("/") + "/";
-        for (const std::string& c : children) {
+        for (std::string& c : children) {
           v1::ObjectInfo* e = resp->add_entries();
-          e->set_path(prefix + c);
+          e->set_path(std::move(c));
           e->set_is_dir(true);
         }
         resp->set_ring_version(membership_->version());

@@ -141,8 +141,8 @@ std::vector<std::string> MountRegistry::VirtualChildren(
   absl::MutexLock lock(&mu_);
   for (const v1::MountEntry& m : table_.mounts()) {
     if (!absl::StartsWith(m.path(), prefix)) continue;
-    absl::string_view rest = absl::string_view(m.path()).substr(prefix.size());
-    out.emplace_back(rest.substr(0, rest.find('/')));
+    const size_t end = m.path().find('/', prefix.size());
+    out.push_back(m.path().substr(0, end));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

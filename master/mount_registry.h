@@ -39,8 +39,9 @@ class MountRegistry {
   v1::MountTable Get() const;
 
   // Directories that exist only as prefixes of mount paths ("/" and
-  // "/datasets" when "/datasets/imagenet" is mounted): the next path
-  // components below `path`, sorted. Empty if `path` is no such prefix.
+  // "/datasets" when "/datasets/imagenet" is mounted): the cluster paths of
+  // their children ("/datasets", "/datasets/imagenet"), sorted. Empty if
+  // `path` is no such prefix.
   std::vector<std::string> VirtualChildren(absl::string_view path) const;
 
   // The mount holding `cluster_path` and the path within it.

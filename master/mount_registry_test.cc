@@ -44,6 +44,26 @@ TEST(MountRegistryTest, AddResolveRemoveAndSurviveRestart) {
   EXPECT_EQ((*r)->Get().version(), 3u);
 }
 
+TEST(MountRegistryTest, PrefixesOfMountPathsAreVirtualDirectories) {
+  testing::TempDir dir;
+  auto r = MountRegistry::Open(dir.path());
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->Add(Entry("/datasets/imagenet", "file:///tmp")).ok());
+  ASSERT_TRUE((*r)->Add(Entry("/datasets/coco", "file:///tmp")).ok());
+  ASSERT_TRUE((*r)->Add(Entry("/models/bert/v1", "file:///tmp")).ok());
+  using V = std::vector<std::string>;
+  EXPECT_EQ((*r)->VirtualChildren("/"), (V{"/datasets", "/models"}));
+  EXPECT_EQ((*r)->VirtualChildren("/datasets/"),
+            (V{"/datasets/coco", "/datasets/imagenet"}));
+  EXPECT_EQ((*r)->VirtualChildren("/models"), (V{"/models/bert"}));
+  EXPECT_EQ((*r)->VirtualChildren("/models/bert"), (V{"/models/bert/v1"}));
+  // A mount path itself, a path inside one, a sibling prefix, a bad path.
+  EXPECT_TRUE((*r)->VirtualChildren("/datasets/coco").empty());
+  EXPECT_TRUE((*r)->VirtualChildren("/datasets/coco/x").empty());
+  EXPECT_TRUE((*r)->VirtualChildren("/data").empty());
+  EXPECT_TRUE((*r)->VirtualChildren("relative").empty());
+}
+
 TEST(MountRegistryTest, RejectsBadMounts) {
   testing::TempDir dir;
   auto r = MountRegistry::Open(dir.path());

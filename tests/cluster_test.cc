@@ -159,6 +159,31 @@ TEST_F(ClusterTest, TwoClientsReadingConcurrentlyFetchEachBlockOnce) {
       0u);
 }
 
+TEST_F(ClusterTest, ShortCircuitLeasesAreKeptBoundedAndGivenBack) {
+  // 40 one-block files more: more blocks than the client keeps leases on.
+  for (int i = 0; i < 40; ++i) {
+    const std::string path = absl::StrCat("extra/f", i);
+    files_[path] = PatternBytes(70000 + i, 500 + i);
+    ASSERT_TRUE(store_->Put(path, files_[path]).ok());
+  }
+  auto local = Connect("");  // This host: short-circuit.
+  ASSERT_TRUE(local);
+  EXPECT_EQ(ReadAndCheck(*local), 0);
+  EXPECT_EQ(ReadAndCheck(*local), 0);  // Second pass: kept leases, same bytes.
+  auto held = [&] {
+    double n = 0;
+    for (auto& w : workers_)
+      n += w->Metric("larder_worker_short_circuit_leases").value_or(0);
+    return n;
+  };
+  // The client keeps at most 32 leases and gives the others back (a one-way
+  // message, hence the wait); it keeps some rather than none.
+  EXPECT_TRUE(testing::WaitFor([&] { return held() <= 32; }, absl::Seconds(5)))
+      << held();
+  EXPECT_GT(held(), 0);
+  EXPECT_GT(local->stats().blocks_short_circuit, 0u);
+}
+
 TEST_F(ClusterTest, KilledWorkerDuringReadsNeverFailsARead) {
   auto client = Connect("elsewhere");
   ASSERT_NE(client, nullptr);
