@@ -33,7 +33,13 @@ ABSL_FLAG(absl::Duration, negative_timeout, absl::Seconds(1),
 ABSL_FLAG(bool, keep_cache, true,
           "fuse: keep the kernel page cache across opens while a file's "
           "version is unchanged.");
-ABSL_FLAG(std::string, max_read, "1MiB", "fuse: largest read request.");
+ABSL_FLAG(std::string, max_read, "4MiB",
+          "fuse: largest read request (above 1 MiB the daemon raises "
+          "fs.fuse.max_pages_limit, where the kernel has it).");
+ABSL_FLAG(std::string, direct_io_min_size, "64MiB",
+          "fuse: files at least this large bypass the kernel page cache "
+          "(direct_io: one copy, from the worker's memory into the reader's "
+          "buffer); 0 = every file, off = none.");
 ABSL_FLAG(std::string, kernel_read_ahead, "8MiB",
           "fuse: kernel readahead window of the mount (0 = kernel default).");
 ABSL_FLAG(int, fuse_threads, 32, "fuse: most requests served at once.");
@@ -58,7 +64,8 @@ constexpr absl::string_view kUsage =
 
   larder fuse MOUNTPOINT [--master=HOST:PORT] [--daemon]
               [--attr_timeout=10s] [--entry_timeout=10s] [--negative_timeout=1s]
-              [--keep_cache=true] [--max_read=1MiB] [--kernel_read_ahead=8MiB]
+              [--keep_cache=true] [--max_read=4MiB] [--kernel_read_ahead=8MiB]
+              [--direct_io_min_size=64MiB]
               [--fuse_threads=32] [--allow_other=true] [--auto_unmount=true]
               [--fuse_metrics_listen=127.0.0.1:7072] [--readahead_blocks=4] [--node=NAME]
 
@@ -80,6 +87,12 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
   LARDER_ASSIGN_OR_RETURN(uint64_t max_read,
                           ParseBytes(absl::GetFlag(FLAGS_max_read)));
   o.max_read = static_cast<uint32_t>(std::min<uint64_t>(max_read, 1ull << 30));
+  const std::string direct = absl::GetFlag(FLAGS_direct_io_min_size);
+  if (direct == "off") {
+    o.direct_io_min_size = FuseOptions::kNoDirectIo;
+  } else {
+    LARDER_ASSIGN_OR_RETURN(o.direct_io_min_size, ParseBytes(direct));
+  }
   LARDER_ASSIGN_OR_RETURN(o.read_ahead,
                           ParseBytes(absl::GetFlag(FLAGS_kernel_read_ahead)));
   o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));

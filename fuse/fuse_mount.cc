@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -17,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <array>
@@ -360,8 +362,9 @@ class FuseMount::Fs {
       conn->want |= FUSE_CAP_PARALLEL_DIROPS;
     if (conn->capable & FUSE_CAP_SPLICE_WRITE)
       conn->want |= FUSE_CAP_SPLICE_WRITE;
-    if (conn->capable & FUSE_CAP_SPLICE_MOVE)
-      conn->want |= FUSE_CAP_SPLICE_MOVE;
+    // Not SPLICE_MOVE: the kernel would try (and fail) to steal each of
+    // the worker's memfd pages before copying it.
+    conn->want &= ~FUSE_CAP_SPLICE_MOVE;
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
     LARDER_LOG(INFO, "fuse.init")
         .Field("proto", absl::StrCat(conn->proto_major, ".", conn->proto_minor))
@@ -599,6 +602,7 @@ class FuseMount::Fs {
     }
     const bool same = fs->inodes_.OpenedVersion(ino, (*file)->info().version);
     fi->keep_cache = fs->options_.keep_cache && same;
+    fi->direct_io = fs->UseDirectIo((*file)->info().size);
     auto* f = new OpenFile{std::move(*file)};
     fi->fh = reinterpret_cast<uint64_t>(f);
     fs->metrics_.open_files->Increment();
@@ -645,7 +649,7 @@ class FuseMount::Fs {
       if (slices->empty()) {
         fuse_reply_buf(req, nullptr, 0);
       } else {
-        fuse_reply_data(req, bufv, FUSE_BUF_SPLICE_MOVE);
+        fuse_reply_data(req, bufv, fuse_buf_copy_flags{});
       }
       return;
     }
@@ -836,6 +840,30 @@ class FuseMount::Fs {
   absl::Status CheckMountpoint();
   void TuneReadahead() const;
 
+  // --- the kernel channel ---------------------------------------------------
+  // libfuse 3.14 speaks FUSE 7.38 and derives the largest request from
+  // max_write (1 MiB). Two newer kernel features are switched on by amending
+  // its INIT reply on the way to the kernel, when the kernel offers them:
+  // max_pages up to max_read (requests of up to 4 MiB, one round trip per
+  // block instead of four; the kernel bounds it by fs.fuse.max_pages_limit),
+  // and FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6+), so files opened with
+  // direct_io can still be mmap'ed shared (numpy.memmap, LMDB).
+  static constexpr uint64_t kDirectIoAllowMmap = 1ull << 36;
+  static ssize_t ChannelRead(int fd, void* buf, size_t len, void* self);
+  static ssize_t ChannelWritev(int fd, struct iovec* iov, int count,
+                               void* self);
+  static ssize_t ChannelSplice(int fdin, off_t* offin, int fdout, off_t* offout,
+                               size_t len, unsigned flags, void* self);
+  // Only where the kernel lets direct_io files be mmap'ed shared (6.6+):
+  // before that, MAP_SHARED of them fails with ENODEV.
+  bool UseDirectIo(uint64_t size) const {
+    return size >= options_.direct_io_min_size && direct_io_mmap_;
+  }
+
+  std::atomic<uint64_t> init_unique_{0};
+  std::atomic<uint64_t> kernel_init_flags_{0};
+  std::atomic<bool> direct_io_mmap_{false};
+
   const FuseOptions options_;
   const std::unique_ptr<Client> client_;
   const std::shared_ptr<prometheus::Registry> registry_;
@@ -911,26 +939,113 @@ void FuseMount::Fs::TuneReadahead() const {
 // back to copying when the pipe cannot grow that far, which the kernel
 // limits by fs.pipe-max-size (1 MiB by default).
 static void RaisePipeMaxSize(uint64_t max_read) {
-  const uint64_t need = max_read + (64 << 10);
+  // The kernel rounds a pipe's size up to a power of two pages.
+  uint64_t need = 4096;
+  while (need < max_read + 4096) need *= 2;
   uint64_t have = 0;
   std::ifstream("/proc/sys/fs/pipe-max-size") >> have;
   if (have >= need) return;
   std::ofstream out("/proc/sys/fs/pipe-max-size");
-  out << (4u << 20);
+  out << need;
   out.flush();
   if (!out) {
     LARDER_LOG(WARNING, "fuse.no_splice")
         .Field("pipe_max_size", have)
         .Field("hint",
-               "reads are copied through the daemon; allow zero-copy splice "
-               "with `sysctl fs.pipe-max-size=4194304` (or a smaller "
-               "--max_read)");
+               absl::StrCat("reads are copied through the daemon; allow "
+                            "zero-copy splice with `sysctl fs.pipe-max-size=",
+                            need, "` (or a smaller --max_read)"));
   }
+}
+
+// Requests larger than 1 MiB need fs.fuse.max_pages_limit (kernel 6.13+;
+// fixed at 256 pages before) raised before the mount; the kernel applies it
+// to connections made afterwards. Raising it changes no other mount: each
+// asks for its own max_pages.
+static void RaiseMaxPagesLimit(uint64_t max_read) {
+  const uint64_t pages = (max_read + 4095) / 4096;
+  if (pages <= 256) return;
+  const char* file = "/proc/sys/fs/fuse/max_pages_limit";
+  uint64_t have = 0;
+  if (!(std::ifstream(file) >> have)) {
+    LARDER_LOG(INFO, "fuse.max_pages_fixed")
+        .Field("max_read", max_read)
+        .Field("reason", "this kernel caps requests at 1 MiB");
+    return;
+  }
+  if (have >= pages) return;
+  std::ofstream out(file);
+  out << pages;
+  out.flush();
+  if (!out) {
+    LARDER_LOG(WARNING, "fuse.max_pages_limited")
+        .Field("max_pages_limit", have)
+        .Field("hint", absl::StrCat("requests stay at ", have * 4,
+                                    " KiB; allow larger ones with `sysctl "
+                                    "fs.fuse.max_pages_limit=",
+                                    pages, "`"));
+  }
+}
+
+ssize_t FuseMount::Fs::ChannelRead(int fd, void* buf, size_t len, void* self) {
+  const ssize_t n = ::read(fd, buf, len);
+  if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(fuse_init_in) -
+                                sizeof(fuse_init_in::unused))) {
+    const auto* in = static_cast<const fuse_in_header*>(buf);
+    if (in->opcode == FUSE_INIT) {
+      const auto* init = reinterpret_cast<const fuse_init_in*>(in + 1);
+      uint64_t flags = init->flags;
+      if (flags & FUSE_INIT_EXT) flags |= uint64_t{init->flags2} << 32;
+      Fs* fs = static_cast<Fs*>(self);
+      fs->kernel_init_flags_ = flags;
+      fs->init_unique_ = in->unique;
+    }
+  }
+  return n;
+}
+
+ssize_t FuseMount::Fs::ChannelWritev(int fd, struct iovec* iov, int count,
+                                     void* self) {
+  Fs* fs = static_cast<Fs*>(self);
+  const auto* out = static_cast<const fuse_out_header*>(iov[0].iov_base);
+  const uint64_t init = fs->init_unique_.load(std::memory_order_relaxed);
+  if (init == 0 || out->unique != init || out->error != 0 || count != 2 ||
+      iov[1].iov_len < offsetof(fuse_init_out, unused))
+    return ::writev(fd, iov, count);
+  // The INIT reply: amend a copy of libfuse's.
+  fs->init_unique_ = 0;
+  fuse_init_out reply{};
+  std::memcpy(&reply, iov[1].iov_base, std::min(iov[1].iov_len, sizeof(reply)));
+  const uint64_t offered = fs->kernel_init_flags_;
+  if (offered & FUSE_MAX_PAGES) {
+    const uint32_t pages = static_cast<uint32_t>(
+        std::min<uint64_t>((fs->options_.max_read + 4095) / 4096, 65535));
+    reply.flags |= FUSE_MAX_PAGES;
+    reply.max_pages =
+        static_cast<uint16_t>(std::max<uint32_t>(pages, reply.max_pages));
+  }
+  if ((offered & kDirectIoAllowMmap) && (offered & FUSE_INIT_EXT)) {
+    reply.flags |= FUSE_INIT_EXT;
+    reply.flags2 |= static_cast<uint32_t>(kDirectIoAllowMmap >> 32);
+    fs->direct_io_mmap_ = true;
+  }
+  LARDER_LOG(INFO, "fuse.init_reply")
+      .Field("max_pages", reply.max_pages)
+      .Field("direct_io_mmap", fs->direct_io_mmap_.load());
+  iovec amended[2] = {iov[0], {&reply, iov[1].iov_len}};
+  return ::writev(fd, amended, 2);
+}
+
+ssize_t FuseMount::Fs::ChannelSplice(int fdin, off_t* offin, int fdout,
+                                     off_t* offout, size_t len, unsigned flags,
+                                     void*) {
+  return ::splice(fdin, offin, fdout, offout, len, flags);
 }
 
 absl::Status FuseMount::Fs::Mount() {
   LARDER_RETURN_IF_ERROR(CheckMountpoint());
   RaisePipeMaxSize(options_.max_read);
+  RaiseMaxPagesLimit(options_.max_read);
   std::string opts =
       absl::StrCat("fsname=larder,subtype=larder,default_permissions,max_read=",
                    options_.max_read);
@@ -952,6 +1067,11 @@ absl::Status FuseMount::Fs::Mount() {
         " (is /dev/fuse there and fusermount3 installed? see the log above)"));
   }
   mounted_ = true;
+  static const fuse_custom_io channel = {&ChannelWritev, &ChannelRead, nullptr,
+                                         &ChannelSplice};
+  if (fuse_session_custom_io(session_, &channel, fuse_session_fd(session_)) !=
+      0)
+    return absl::InternalError("cannot attach the FUSE channel");
   if (!options_.ops_listen.empty()) {
     OpsServer::Options o;
     o.listen = options_.ops_listen;
@@ -962,6 +1082,7 @@ absl::Status FuseMount::Fs::Mount() {
       .Field("mountpoint", options_.mountpoint)
       .Field("max_read", options_.max_read)
       .Field("keep_cache", options_.keep_cache)
+      .Field("direct_io_min_size", options_.direct_io_min_size)
       .Field("attr_timeout", options_.attr_timeout);
   return absl::OkStatus();
 }
@@ -1005,9 +1126,9 @@ FuseMount::~FuseMount() = default;
 absl::StatusOr<std::unique_ptr<FuseMount>> FuseMount::Mount(
     FuseOptions options, std::unique_ptr<Client> client) {
   if (client == nullptr) return absl::InvalidArgumentError("no client");
-  if (options.max_read < 4096 || options.max_read > (1u << 20))
+  if (options.max_read < 4096 || options.max_read > (16u << 20))
     return absl::InvalidArgumentError(absl::StrCat(
-        "max_read ", options.max_read, " out of range (4 KiB to 1 MiB)"));
+        "max_read ", options.max_read, " out of range (4 KiB to 16 MiB)"));
   auto fs = std::make_unique<Fs>(std::move(options), std::move(client));
   LARDER_RETURN_IF_ERROR(fs->Mount());
   return std::unique_ptr<FuseMount>(new FuseMount(std::move(fs)));

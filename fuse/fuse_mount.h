@@ -54,8 +54,18 @@ struct FuseOptions {
   absl::Duration negative_timeout = absl::Seconds(1);
   // Keep the kernel page cache across opens while the version is unchanged.
   bool keep_cache = true;
-  // Largest read request (and kernel readahead request), bytes.
-  uint32_t max_read = 1 << 20;
+  // Largest read request (and kernel readahead request), bytes: one block
+  // per round trip. Above 1 MiB it needs a kernel that takes max_pages
+  // (4.20+) and fs.fuse.max_pages_limit raised (the daemon raises it when it
+  // may; otherwise requests stay at the kernel's limit).
+  uint32_t max_read = 4 << 20;
+  // Files at least this large are opened with direct_io: reads go from the
+  // worker's memory straight into the reader's buffer, without a second copy
+  // of the bytes in the node's page cache (large shards are streamed once
+  // per epoch; the worker already caches them). Smaller files use the page
+  // cache (keep_cache). 0: every file; kNoDirectIo: none.
+  static constexpr uint64_t kNoDirectIo = ~uint64_t{0};
+  uint64_t direct_io_min_size = 64 << 20;
   // Kernel readahead window for the mount (bdi read_ahead_kb), bytes; 0
   // leaves the kernel default.
   uint64_t read_ahead = 8 << 20;
