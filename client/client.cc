@@ -97,6 +97,15 @@ class ClientImpl final : public Client {
         options_.master, grpc::InsecureChannelCredentials()));
     pool_ = std::make_unique<ThreadPool>(std::max(1, options_.parallel_reads),
                                          "larder-client");
+    // Lease-ahead waits while the worker fetches a miss; it has threads of
+    // its own so it never delays a reader's parallel block reads.
+    lease_ahead_pool_ = std::make_unique<ThreadPool>(2, "larder-leaseahead");
+  }
+
+  // Background tasks use the members below: their threads stop first.
+  ~ClientImpl() override {
+    lease_ahead_pool_.reset();
+    pool_.reset();
   }
 
   absl::Status Init() {
@@ -257,7 +266,10 @@ class ClientImpl final : public Client {
     std::vector<v1::WorkerInfo> live;
     {
       absl::MutexLock lock(&mu_);
-      if (absl::Now() - ring_changed_at_ > kRebalanceWindow) return owners;
+      // With one live worker there is nowhere else to look.
+      if (absl::Now() - ring_changed_at_ > kRebalanceWindow ||
+          ring_workers_.size() <= 1)
+        return owners;
       live = ring_workers_;
     }
     const std::string key = KeyToBytes(id.Key());
@@ -321,11 +333,26 @@ class ClientImpl final : public Client {
     return workers;
   }
 
+  // Blocks whose owner is on this node are leased ahead over the
+  // short-circuit socket (the worker fetches misses first), so the read
+  // finds its lease kept and pays no round trip at all; the others are
+  // fetched ahead by their owners (CacheBlocks).
   void Readahead(const std::vector<BlockId>& ids) {
-    absl::flat_hash_map<std::string, std::vector<BlockId>> by_worker;
+    absl::flat_hash_map<std::string, std::vector<BlockId>> by_worker, local;
     for (const BlockId& id : ids) {
       std::vector<v1::WorkerInfo> owners = Owners(id, 1);
-      if (!owners.empty()) by_worker[owners[0].address()].push_back(id);
+      if (owners.empty()) continue;
+      const v1::WorkerInfo& w = owners[0];
+      if (w.node() == options_.node && !w.short_circuit_socket().empty()) {
+        if (FindLease(w.short_circuit_socket(), id) == nullptr)
+          local[w.short_circuit_socket()].push_back(id);
+      } else {
+        by_worker[w.address()].push_back(id);
+      }
+    }
+    for (auto& [socket, blocks] : local) {
+      lease_ahead_pool_->Schedule(
+          [this, socket, blocks] { LeaseAhead(socket, blocks); });
     }
     for (auto& [address, blocks] : by_worker) {
       pool_->Schedule([this, address, blocks] {
@@ -347,8 +374,11 @@ class ClientImpl final : public Client {
 
   absl::Status MasterError(const grpc::Status& s) const {
     absl::Status st = FromGrpcStatus(s);
-    if (st.code() == absl::StatusCode::kUnavailable ||
-        st.code() == absl::StatusCode::kDeadlineExceeded) {
+    // An UNAVAILABLE the master itself returned (its under-store is down) is
+    // passed on as it is.
+    if (!FromLarderServer(s) &&
+        (st.code() == absl::StatusCode::kUnavailable ||
+         st.code() == absl::StatusCode::kDeadlineExceeded)) {
       return absl::UnavailableError(
           absl::StrCat("cannot reach the Larder master at ", options_.master,
                        " (", st.message(), "); is `larder master` running?"));
@@ -483,6 +513,24 @@ class ClientImpl final : public Client {
 
   // A lease on `id` from the worker at `socket`: kept, or opened now.
   // Unimplemented if the socket cannot be reached.
+  void LeaseAhead(const std::string& socket, const std::vector<BlockId>& ids) {
+    absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
+        TakeShortCircuit(socket);
+    if (!sc.ok()) return;
+    std::vector<absl::StatusOr<ShortCircuitClient::Lease>> opened =
+        (*sc)->OpenBatch(ids);
+    bool failed = false;
+    for (size_t i = 0; i < opened.size() && i < ids.size(); ++i) {
+      if (opened[i].ok()) {
+        KeepLease(socket, ids[i],
+                  std::make_shared<CachedLease>(*sc, std::move(*opened[i])));
+      } else {
+        failed = failed || WorkerFailure(opened[i].status());
+      }
+    }
+    if (!failed) GiveShortCircuit(socket, *std::move(sc));
+  }
+
   absl::StatusOr<std::shared_ptr<CachedLease>> LeaseFrom(
       const std::string& socket, const BlockId& id) {
     if (std::shared_ptr<CachedLease> kept = FindLease(socket, id)) return kept;
@@ -635,7 +683,7 @@ class ClientImpl final : public Client {
 
   ClientOptions options_;
   std::unique_ptr<v1::Master::Stub> master_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> pool_, lease_ahead_pool_;
   mutable absl::Mutex mu_;
   HashRing ring_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkerInfo> ring_workers_ ABSL_GUARDED_BY(mu_);
@@ -677,9 +725,12 @@ void FileImpl::NoteRead(uint64_t offset, uint64_t end) {
   const uint64_t prev_end = next_sequential_.load();
   if (ahead > 0 && offset + 2 * bs >= prev_end && offset <= prev_end + 2 * bs) {
     const uint64_t total = BlockCount(info_.size, bs);
+    // Refilled when half the window is used, so a reader of one block per
+    // request asks for blocks in batches, not one at a time.
     uint64_t from = std::max(last + 1, readahead_until_.load());
     const uint64_t to = std::min(total, last + 1 + ahead);
-    if (from < to) {
+    if (from < to &&
+        ((to - from) * 2 >= static_cast<uint64_t>(ahead) || to == total)) {
       std::vector<BlockId> ids;
       for (uint64_t b = from; b < to; ++b) ids.push_back(Block(b));
       readahead_until_ = to;

@@ -5,10 +5,16 @@
 
 namespace larder {
 
+constexpr char kServerMarker[] = "larder";
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      RedactSecrets(status.message()));
+                      RedactSecrets(status.message()), kServerMarker);
+}
+
+bool FromLarderServer(const grpc::Status& status) {
+  return status.error_details() == kServerMarker;
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

@@ -15,8 +15,13 @@
 
 namespace larder {
 
+// Errors a Larder server returns carry a marker (in the status details), so
+// a client can tell "the master answered UNAVAILABLE because S3 is down"
+// from "the master cannot be reached".
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
+// Whether `status` was returned by a Larder server (not by the transport).
+bool FromLarderServer(const grpc::Status& status);
 
 }  // namespace larder
 

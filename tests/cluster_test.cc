@@ -367,6 +367,71 @@ TEST_F(ClusterTest, ResponsesWithANewerRingVersionRefreshTheRing) {
   EXPECT_EQ((*client)->stats().ring_refreshes, refreshes + 1);
 }
 
+// Stat misses in one directory are answered from one listing of it, not
+// one under-store request (S3 HEAD) per file; files the listing does not
+// show (added since) and missing files are still looked up one by one.
+TEST_F(ClusterTest, StatMissesInADirectoryShareOneListing) {
+  auto store = s3_->OpenStore("many");
+  ASSERT_TRUE(store.ok()) << store.status();
+  constexpr int kFiles = 300;
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_TRUE(
+        (*store)->Put(absl::StrCat("d/f", i), PatternBytes(100 + i, i)).ok());
+  v1::AddMountRequest req;
+  req.mutable_mount()->set_path("/datasets/many");
+  req.mutable_mount()->set_uri(s3_->Uri("many"));
+  req.mutable_mount()->set_block_size(kBlock);
+  req.mutable_mount()->set_metadata_ttl_ms(60000);
+  v1::MountTable table;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->AddMount(&ctx, req, &table).ok());
+  auto client = Connect("elsewhere");
+  ASSERT_NE(client, nullptr);
+  auto requests = [&](const std::string& op) {
+    return master_
+        ->Metric(absl::StrCat(
+            "larder_master_under_store_metadata_requests{op=\"", op, "\"}"))
+        .value_or(-1);
+  };
+  const double stats0 = requests("stat"), lists0 = requests("list");
+
+  std::atomic<int> next{0}, bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i; (i = next++) < kFiles;) {
+        const std::string rel = absl::StrCat("d/f", i);
+        auto got = client->Stat(absl::StrCat("/datasets/many/", rel));
+        auto want = (*store)->Stat(rel);
+        if (!got.ok() || !want.ok() || got->size != want->size ||
+            got->version != want->version || got->is_dir) {
+          ++bad;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  // The first misses before the listing took over: at most one per thread.
+  EXPECT_LE(requests("stat") - stats0, 8);
+  EXPECT_LE(requests("list") - lists0, 2);
+
+  // Added after the listing: found by its own Stat. Missing: NotFound.
+  ASSERT_TRUE((*store)->Put("d/late", "late").ok());
+  auto late = client->Stat("/datasets/many/d/late");
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->size, 4u);
+  EXPECT_EQ(client->Stat("/datasets/many/d/none").status().code(),
+            absl::StatusCode::kNotFound);
+  // Opening and reading a file whose metadata came from the listing.
+  auto f = client->Open("/datasets/many/d/f7");
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::string buf(200, '\0');
+  auto n = (*f)->Read(0, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(buf.substr(0, *n), PatternBytes(107, 7));
+}
+
 TEST_F(ClusterTest, ClearErrors) {
   auto client = Connect("elsewhere");
   ASSERT_NE(client, nullptr);
@@ -376,6 +441,26 @@ TEST_F(ClusterTest, ClearErrors) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(client->Open("/datasets/ds/train").status().code(),
             absl::StatusCode::kInvalidArgument);
+  // The master is up but the under-store is not: the error names the
+  // under-store, not the master.
+  {
+    const int dead = testing::PickFreePort();
+    v1::AddMountRequest req;
+    req.mutable_mount()->set_path("/datasets/gone");
+    req.mutable_mount()->set_uri(
+        absl::StrCat("s3://bucket?endpoint=http://127.0.0.1:", dead,
+                     "&region=us-east-1&path_style=true"));
+    v1::MountTable table;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->AddMount(&ctx, req, &table).ok());
+    const absl::Status st = client->Stat("/datasets/gone/x").status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+    EXPECT_THAT(std::string(st.message()),
+                ::testing::HasSubstr(absl::StrCat("127.0.0.1:", dead)));
+    EXPECT_THAT(
+        std::string(st.message()),
+        ::testing::Not(::testing::HasSubstr("cannot reach the Larder master")));
+  }
   ClientOptions o;
   o.master = absl::StrCat("127.0.0.1:", testing::PickFreePort());
   auto nobody = Client::Connect(o);
