@@ -242,16 +242,29 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
                      .Help("Mounts in the table.")
                      .Register(*m->registry_)
                      .Add({});
+  auto& store_requests =
+      prometheus::BuildGauge()
+          .Name("larder_master_under_store_metadata_requests")
+          .Help(
+              "Metadata requests the master has made to under-stores, by "
+              "kind (stat: one object, e.g. an S3 HEAD; list: one page)")
+          .Register(*m->registry_);
+  auto& stat_requests = store_requests.Add({{"op", "stat"}});
+  auto& list_requests = store_requests.Add({{"op", "list"}});
   if (!m->options_.ops_listen.empty()) {
     OpsServer::Options ops;
     ops.listen = m->options_.ops_listen;
     ops.registry = m->registry_;
     Master* self = m.get();
-    ops.before_scrape = [self, &ring_version, &live, &mounts] {
+    ops.before_scrape = [self, &ring_version, &live, &mounts, &stat_requests,
+                         &list_requests] {
       v1::Ring r = self->membership_->Ring();
       ring_version.Set(static_cast<double>(r.version()));
       live.Set(r.workers_size());
       mounts.Set(self->mounts_->Get().mounts_size());
+      const MetadataCache::Requests req = self->metadata_->requests();
+      stat_requests.Set(static_cast<double>(req.stats));
+      list_requests.Set(static_cast<double>(req.lists));
     };
     LARDER_ASSIGN_OR_RETURN(m->ops_, OpsServer::Start(std::move(ops)));
   }

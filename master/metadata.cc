@@ -1,9 +1,12 @@
 // Copyright 2026 The Larder Authors.
 #include "master/metadata.h"
 
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "understore/factory.h"
 
@@ -63,14 +66,20 @@ absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
   const auto& [mount, rel] = resolved;
   const std::string cluster_path = Join(mount.path(), rel);
   const absl::Time now = absl::Now();
-  {
+  auto cached = [&]() -> std::optional<v1::StatResponse> {
     absl::MutexLock lock(&mu_);
     if (auto it = stats_.find(cluster_path);
         it != stats_.end() && it->second.expires > now) {
       return it->second.value;
     }
+    return std::nullopt;
+  };
+  if (auto hit = cached()) return *hit;
+  if (ListDirectoryForStat(mount, rel, now)) {
+    if (auto hit = cached()) return *hit;
   }
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
+  ++stat_requests_;
   LARDER_ASSIGN_OR_RETURN(ObjectInfo info, store->Stat(rel));
   v1::StatResponse resp;
   ToProto(info, cluster_path, resp.mutable_info());
@@ -81,6 +90,81 @@ absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
   stats_[cluster_path] = {resp,
                           now + absl::Milliseconds(mount.metadata_ttl_ms())};
   return resp;
+}
+
+bool MetadataCache::ListDirectoryForStat(const v1::MountEntry& mount,
+                                         const std::string& rel,
+                                         absl::Time now) {
+  if (rel.empty()) return false;  // The mount's root has no directory.
+  const size_t slash = rel.rfind('/');
+  const std::string dir_rel =
+      slash == std::string::npos ? "" : rel.substr(0, slash);
+  const std::string dir_key = Join(mount.path(), dir_rel);
+  const absl::Duration ttl = absl::Milliseconds(mount.metadata_ttl_ms());
+  std::shared_ptr<absl::Notification> wait, mine;
+  {
+    absl::MutexLock lock(&mu_);
+    if (dirs_.size() > 100000) {
+      for (auto it = dirs_.begin(); it != dirs_.end();)
+        it = it->second.expires <= now && !it->second.listing ? dirs_.erase(it)
+                                                              : std::next(it);
+    }
+    DirState& d = dirs_[dir_key];
+    if (d.expires <= now && !d.listing) d = DirState{now + ttl};
+    if (d.listed) return false;  // Listed, and `rel` was not in it.
+    if (d.listing) {
+      wait = d.listing;
+    } else if (++d.misses >= 2) {
+      mine = d.listing = std::make_shared<absl::Notification>();
+    }
+  }
+  if (wait) return wait->WaitForNotificationWithTimeout(absl::Seconds(60));
+  if (!mine) return false;
+
+  // One listing, page by page, every entry cached for Stat.
+  absl::Status status = absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<UnderStore>> store = Store(mount);
+  if (!store.ok()) status = store.status();
+  ListOptions o;
+  o.page_size = 1000;
+  int listed = 0;
+  while (status.ok() && listed < kStatListingLimit) {
+    ++list_requests_;
+    absl::StatusOr<ListPage> page = (*store)->List(dir_rel, o);
+    if (!page.ok()) {
+      status = page.status();
+      break;
+    }
+    const absl::Time expires = absl::Now() + ttl;
+    absl::MutexLock lock(&mu_);
+    for (const ObjectInfo& e : page->entries) {
+      v1::StatResponse resp;
+      const std::string path = Join(mount.path(), e.path);
+      ToProto(e, path, resp.mutable_info());
+      resp.set_mount(mount.path());
+      resp.set_relative(e.path);
+      resp.set_block_size(mount.block_size());
+      stats_[path] = {std::move(resp), expires};
+      ++listed;
+    }
+    if (page->next_page_token.empty()) break;
+    o.page_token = page->next_page_token;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    DirState& d = dirs_[dir_key];
+    d.listing.reset();
+    // A failed listing is not retried until the TTL passes: misses go to
+    // Stat one by one meanwhile.
+    d.listed = true;
+  }
+  if (!status.ok()) {
+    LARDER_LOG(WARNING, "metadata.list_for_stat_failed")
+        .Field("dir", dir_key)
+        .Field("status", status);
+  }
+  mine->Notify();
+  return status.ok();
 }
 
 absl::StatusOr<v1::ListResponse> MetadataCache::List(
@@ -103,6 +187,7 @@ absl::StatusOr<v1::ListResponse> MetadataCache::List(
   o.recursive = request.recursive();
   o.page_size = request.page_size() == 0 ? 1000 : request.page_size();
   o.page_token = request.page_token();
+  ++list_requests_;
   LARDER_ASSIGN_OR_RETURN(ListPage page, store->List(rel, o));
   v1::ListResponse resp;
   for (const ObjectInfo& e : page.entries)
@@ -132,7 +217,9 @@ uint64_t MetadataCache::Invalidate(absl::string_view raw) {
   };
   drop(stats_);
   drop(lists_);
-  return n;
+  const uint64_t entries = n;
+  drop(dirs_);  // Directories listed for Stat are listed again.
+  return entries;
 }
 
 }  // namespace larder

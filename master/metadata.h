@@ -10,12 +10,20 @@
 // large listings are cached one by one, so a 100k-entry directory is never
 // held whole.
 //
+// Stat misses in one directory (a training job opens many files of the same
+// directory together) are answered from a listing of the directory: the
+// second miss within the TTL lists it (up to kStatListingLimit entries, in
+// pages) and caches every entry, so a cold epoch over 2,000 files costs two
+// LISTs instead of 2,000 HEADs. Concurrent misses wait for that one
+// listing. A path the listing does not show still gets its own Stat.
+//
 // Under-stores are opened lazily per mount (credentials from this process's
 // environment, or the mount's credentials reference: "profile:NAME").
 // Thread-safe.
 #ifndef LARDER_MASTER_METADATA_H_
 #define LARDER_MASTER_METADATA_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "master/mount_registry.h"
 #include "understore/options.h"
 #include "understore/under_store.h"
@@ -41,6 +50,19 @@ class MetadataCache {
   // Errors: NotFound (no mount, or no such object), and the under-store's.
   absl::StatusOr<v1::StatResponse> Stat(absl::string_view path);
   absl::StatusOr<v1::ListResponse> List(const v1::ListRequest& request);
+  // Entries a directory listing may cache for Stat; larger directories are
+  // listed this far, and their other files are looked up one by one.
+  static constexpr int kStatListingLimit = 10000;
+
+  // Under-store metadata requests made so far (for /metrics and tests).
+  struct Requests {
+    uint64_t stats = 0;  // One per object looked up alone (S3: HEAD).
+    uint64_t lists = 0;  // One per listing page (S3: LIST).
+  };
+  Requests requests() const {
+    return {stat_requests_.load(), list_requests_.load()};
+  }
+
   // Drops cached entries at or below `path`; returns how many.
   uint64_t Invalidate(absl::string_view path);
   // The store of a mount (opened on first use).
@@ -53,6 +75,18 @@ class MetadataCache {
     T value;
     absl::Time expires;
   };
+  // Stat-miss bookkeeping of one directory, for the TTL of the mount.
+  struct DirState {
+    absl::Time expires;
+    int misses = 0;
+    bool listed = false;  // Its listing is in stats_ (as far as it went).
+    std::shared_ptr<absl::Notification> listing;  // In progress.
+  };
+  // After a miss of `rel`: whether stats_ may now hold it, from a listing
+  // of its directory (made by this call, or by a concurrent one).
+  bool ListDirectoryForStat(const v1::MountEntry& mount, const std::string& rel,
+                            absl::Time now);
+
   const MountRegistry* const mounts_;
   const UnderStoreOptions store_options_;
   absl::Mutex mu_;
@@ -62,6 +96,8 @@ class MetadataCache {
   // Ordered maps: Invalidate removes a key range.
   std::map<std::string, Cached<v1::StatResponse>> stats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Cached<v1::ListResponse>> lists_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, DirState> dirs_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> stat_requests_{0}, list_requests_{0};
 };
 
 }  // namespace larder

@@ -267,6 +267,25 @@ TEST_P(ConformanceTest, FlatListing) {
                                             "odd names/", "small.txt"));
 }
 
+// The master answers Stat from directory listings (one LIST instead of a
+// HEAD per file), so a listed entry must describe the object exactly as
+// Stat does: same size, same version (block keys and version checks use it).
+TEST_P(ConformanceTest, ListedEntriesMatchStat) {
+  for (const std::string dir : {"", "dir", "odd names"}) {
+    auto page = store().List(dir, {});
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_FALSE(page->entries.empty()) << dir;
+    for (const ObjectInfo& e : page->entries) {
+      auto st = store().Stat(e.path);
+      ASSERT_TRUE(st.ok()) << e.path << ": " << st.status();
+      EXPECT_EQ(st->is_dir, e.is_dir) << e.path;
+      if (e.is_dir) continue;
+      EXPECT_EQ(st->size, e.size) << e.path;
+      EXPECT_EQ(st->version, e.version) << e.path;
+    }
+  }
+}
+
 TEST_P(ConformanceTest, RecursiveListing) {
   std::vector<std::string> names;
   ASSERT_TRUE(ListAll(store(), "dir", true, [&](const ObjectInfo& e) {

@@ -105,6 +105,10 @@ absl::StatusOr<double> WorkerProcess::Metric(const std::string& series) const {
   return ScrapeMetric(metrics_port_, series);
 }
 
+absl::StatusOr<double> MasterProcess::Metric(const std::string& series) const {
+  return ScrapeMetric(metrics_port_, series);
+}
+
 absl::StatusOr<double> ScrapeMetric(int port, const std::string& series) {
   HttpOptions o;
   o.retry.max_attempts = 1;

@@ -65,6 +65,8 @@ class MasterProcess {
   absl::Status Restart();
   std::string address() const;  // 127.0.0.1:PORT
   const std::string& state_dir() const { return state_; }
+  // One series of the master's /metrics, e.g. `larder_master_mounts`.
+  absl::StatusOr<double> Metric(const std::string& series) const;
   const std::string& log_path() const { return log_; }
 
  private:
