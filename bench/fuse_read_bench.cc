@@ -227,10 +227,13 @@ int Run() {
   const double s3fs_cold_seq =
       SequentialGbps(s3fs_root + "/shard-000.bin", shard_bytes);
   DropCaches();
+  const int s3_before_larder = (*s3)->CountRequests("ms ");
   const double larder_cold_files =
       FilesPerSecond(larder_files, readers, file_size);
   DropCaches();
+  const int s3_before_s3fs = (*s3)->CountRequests("ms ");
   const double s3fs_cold_files = FilesPerSecond(s3fs_files, readers, file_size);
+  const int s3_after = (*s3)->CountRequests("ms ");
 
   // Warm rounds, interleaved.
   std::vector<double> dd, larder_seq, s3fs_seq, larder_files_s, s3fs_files_s;
@@ -270,6 +273,11 @@ int Run() {
               Median(larder_seq), Median(larder_files_s));
   std::printf("%-40s %12.2f %12.0f\n", "s3fs use_cache, warm (local cache)",
               Median(s3fs_seq), Median(s3fs_files_s));
+  std::printf("%-40s %12s %12.1f\n", "  s3rver requests per cold file, larder",
+              "",
+              static_cast<double>(s3_before_s3fs - s3_before_larder) / nfiles);
+  std::printf("%-40s %12s %12.1f\n", "  s3rver requests per cold file, s3fs",
+              "", static_cast<double>(s3_after - s3_before_s3fs) / nfiles);
   std::printf("\nratios:\n");
   std::printf(
       "  larder warm seq / page cache ceiling   = %6.0f%%  (target >= 40%%)\n",
