@@ -8,7 +8,9 @@
 //   - 2,000 files of 100 KiB read whole by 8 parallel readers.
 //
 // "cold" is the first read of the data through each mount (Larder's workers
-// and s3fs's cache empty: both fetch from s3rver). "warm" is a later read
+// and s3fs's cache empty: both fetch from s3rver); each cold round reads a
+// data set of its own (set0/, set1/, ...), the two mounts in alternating
+// order, after drop_caches. "warm" is a later read
 // after `echo 3 > /proc/sys/vm/drop_caches`, so the kernel page cache serves
 // nothing: Larder serves from its workers' RAM, s3fs from its local cache
 // files. Warm rounds are interleaved (ceiling, Larder, s3fs) and the table
@@ -16,6 +18,7 @@
 //
 //   build/bench/fuse_read_bench [--shard_mib=1024] [--files=2000]
 //                               [--file_kib=100] [--rounds=5]
+//                               [--cold_rounds=3]
 //
 // Needs root (FUSE mounts, drop_caches), s3fs and s3rver
 // (scripts/install-deps.sh).
@@ -44,6 +47,9 @@ ABSL_FLAG(int, files, 2000, "Number of small files.");
 ABSL_FLAG(int, file_kib, 100, "Size of each small file, KiB.");
 ABSL_FLAG(int, readers, 8, "Parallel readers of the small files.");
 ABSL_FLAG(int, rounds, 5, "Warm rounds; the table shows medians.");
+ABSL_FLAG(int, cold_rounds, 3,
+          "Cold rounds, each over a data set of its own that neither mount "
+          "has seen; the table shows medians.");
 
 namespace larder {
 namespace {
@@ -132,20 +138,26 @@ int Run() {
   }
   auto store = (*s3)->OpenStore("ds");
   if (!store.ok()) return 1;
-  const std::string shard_data = testing::PatternBytes(shard_bytes, 7);
-  if (!(*store)->Put("shard-000.bin", shard_data).ok()) return 1;
+  const int cold_rounds = std::max(1, absl::GetFlag(FLAGS_cold_rounds));
   testing::TempDir local;
   const std::string local_shard = local.path() + "/shard-000.bin";
-  if (!testing::WriteFile(local_shard, shard_data).ok()) return 1;
-  {
+  for (int set = 0; set < cold_rounds; ++set) {
+    const std::string prefix = absl::StrCat("set", set, "/");
+    {
+      const std::string shard_data =
+          testing::PatternBytes(shard_bytes, 7 + set);
+      if (!(*store)->Put(prefix + "shard-000.bin", shard_data).ok()) return 1;
+      if (set == 0 && !testing::WriteFile(local_shard, shard_data).ok())
+        return 1;
+    }
     std::vector<std::thread> writers;
     std::atomic<bool> failed{false};
     for (int t = 0; t < 8; ++t) {
       writers.emplace_back([&, t] {
         for (int i = t; i < nfiles; i += 8) {
           if (!(*store)
-                   ->Put(absl::StrCat("small/f", i),
-                         testing::PatternBytes(file_size, 100 + i))
+                   ->Put(absl::StrCat(prefix, "small/f", i),
+                         testing::PatternBytes(file_size, 100 + i + set))
                    .ok())
             failed = true;
         }
@@ -212,28 +224,45 @@ int Run() {
   }
   const std::string s3fs_root = s3fs_mnt + "/ds";
 
-  std::vector<std::string> larder_files, s3fs_files;
-  for (int i = 0; i < nfiles; ++i) {
-    larder_files.push_back(absl::StrCat(larder_root, "/small/f", i));
-    s3fs_files.push_back(absl::StrCat(s3fs_root, "/small/f", i));
-  }
+  auto files_of = [&](const std::string& root, int set) {
+    std::vector<std::string> paths;
+    for (int i = 0; i < nfiles; ++i)
+      paths.push_back(absl::StrCat(root, "/set", set, "/small/f", i));
+    return paths;
+  };
+  auto shard_of = [](const std::string& root, int set) {
+    return absl::StrCat(root, "/set", set, "/shard-000.bin");
+  };
 
-  // Cold: the first read through each mount.
-  std::fprintf(stderr, "cold reads...\n");
-  DropCaches();
-  const double larder_cold_seq =
-      SequentialGbps(larder_root + "/shard-000.bin", shard_bytes);
-  DropCaches();
-  const double s3fs_cold_seq =
-      SequentialGbps(s3fs_root + "/shard-000.bin", shard_bytes);
-  DropCaches();
-  const int s3_before_larder = (*s3)->CountRequests("ms ");
-  const double larder_cold_files =
-      FilesPerSecond(larder_files, readers, file_size);
-  DropCaches();
-  const int s3_before_s3fs = (*s3)->CountRequests("ms ");
-  const double s3fs_cold_files = FilesPerSecond(s3fs_files, readers, file_size);
-  const int s3_after = (*s3)->CountRequests("ms ");
+  // Cold: the first read of each data set through each mount.
+  std::vector<double> larder_cold_seq, s3fs_cold_seq, larder_cold_files,
+      s3fs_cold_files, r_cold_seq, r_cold_files;
+  int larder_cold_requests = 0, s3fs_cold_requests = 0;
+  for (int set = 0; set < cold_rounds; ++set) {
+    std::fprintf(stderr, "cold round %d...\n", set + 1);
+    double seq[2], files[2];
+    int requests[2];
+    const std::string roots[2] = {larder_root, s3fs_root};
+    for (int k = 0; k < 2; ++k) {
+      const int m = set % 2 == 0 ? k : 1 - k;  // Alternating order.
+      DropCaches();
+      seq[m] = SequentialGbps(shard_of(roots[m], set), shard_bytes);
+      DropCaches();
+      const int before = (*s3)->CountRequests("ms ");
+      files[m] = FilesPerSecond(files_of(roots[m], set), readers, file_size);
+      requests[m] = (*s3)->CountRequests("ms ") - before;
+    }
+    larder_cold_seq.push_back(seq[0]);
+    s3fs_cold_seq.push_back(seq[1]);
+    larder_cold_files.push_back(files[0]);
+    s3fs_cold_files.push_back(files[1]);
+    r_cold_seq.push_back(seq[0] / seq[1]);
+    r_cold_files.push_back(files[0] / files[1]);
+    larder_cold_requests += requests[0];
+    s3fs_cold_requests += requests[1];
+  }
+  const std::vector<std::string> larder_files = files_of(larder_root, 0),
+                                 s3fs_files = files_of(s3fs_root, 0);
 
   // Warm rounds, interleaved.
   std::vector<double> dd, larder_seq, s3fs_seq, larder_files_s, s3fs_files_s;
@@ -243,11 +272,9 @@ int Run() {
     SequentialGbps(local_shard, shard_bytes);  // Into the page cache.
     dd.push_back(SequentialGbps(local_shard, shard_bytes));
     DropCaches();
-    larder_seq.push_back(
-        SequentialGbps(larder_root + "/shard-000.bin", shard_bytes));
+    larder_seq.push_back(SequentialGbps(shard_of(larder_root, 0), shard_bytes));
     DropCaches();
-    s3fs_seq.push_back(
-        SequentialGbps(s3fs_root + "/shard-000.bin", shard_bytes));
+    s3fs_seq.push_back(SequentialGbps(shard_of(s3fs_root, 0), shard_bytes));
     DropCaches();
     larder_files_s.push_back(FilesPerSecond(larder_files, readers, file_size));
     DropCaches();
@@ -259,25 +286,26 @@ int Run() {
 
   std::printf(
       "fuse_read_bench: shard %d MiB read with 4 MiB reads; %d files of "
-      "%d KiB by %d readers; %d warm rounds (medians)\n",
+      "%d KiB by %d readers; %d cold and %d warm rounds (medians)\n",
       absl::GetFlag(FLAGS_shard_mib), nfiles, absl::GetFlag(FLAGS_file_kib),
-      readers, rounds);
+      readers, cold_rounds, rounds);
   std::printf("%-40s %12s %12s\n", "", "seq GB/s", "files/s");
   std::printf("%-40s %12.2f %12s\n", "page cache ceiling (4 MiB reads)",
               Median(dd), "-");
   std::printf("%-40s %12.3f %12.0f\n", "larder fuse, cold (first read)",
-              larder_cold_seq, larder_cold_files);
+              Median(larder_cold_seq), Median(larder_cold_files));
   std::printf("%-40s %12.3f %12.0f\n", "s3fs use_cache, cold (first read)",
-              s3fs_cold_seq, s3fs_cold_files);
+              Median(s3fs_cold_seq), Median(s3fs_cold_files));
   std::printf("%-40s %12.2f %12.0f\n", "larder fuse, warm (worker RAM)",
               Median(larder_seq), Median(larder_files_s));
   std::printf("%-40s %12.2f %12.0f\n", "s3fs use_cache, warm (local cache)",
               Median(s3fs_seq), Median(s3fs_files_s));
   std::printf("%-40s %12s %12.1f\n", "  s3rver requests per cold file, larder",
               "",
-              static_cast<double>(s3_before_s3fs - s3_before_larder) / nfiles);
+              static_cast<double>(larder_cold_requests) / nfiles / cold_rounds);
   std::printf("%-40s %12s %12.1f\n", "  s3rver requests per cold file, s3fs",
-              "", static_cast<double>(s3_after - s3_before_s3fs) / nfiles);
+              "",
+              static_cast<double>(s3fs_cold_requests) / nfiles / cold_rounds);
   std::printf("\nratios:\n");
   std::printf(
       "  larder warm seq / page cache ceiling   = %6.0f%%  (target >= 40%%)\n",
@@ -290,10 +318,10 @@ int Run() {
       Median(r_files));
   std::printf(
       "  larder cold seq / s3fs cold seq        = %6.2fx   (target >= 1x)\n",
-      larder_cold_seq / s3fs_cold_seq);
+      Median(r_cold_seq));
   std::printf(
       "  larder cold files/s / s3fs cold        = %6.2fx   (target >= 1x)\n",
-      larder_cold_files / s3fs_cold_files);
+      Median(r_cold_files));
 
   s3fs.Stop(15);
   testing::WaitFor([&] { return !testing::IsMounted(s3fs_mnt); },

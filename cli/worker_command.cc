@@ -47,6 +47,9 @@ ABSL_FLAG(bool, enable_shmem_huge_pages, true,
           "worker: switch the node's shmem huge pages from never to advise "
           "(only memory that asks for them, as the RAM tier does, gets "
           "them; reads of RAM blocks are much faster).");
+ABSL_FLAG(std::string, fetch_subrange, "4MiB",
+          "worker: a miss of a larger block is fetched as parallel ranged "
+          "reads of this size.");
 ABSL_FLAG(int, fetch_threads, 16,
           "worker: blocks fetched from under-stores at once.");
 
@@ -91,6 +94,8 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
       o.store.rules,
       CacheRules::Parse(absl::GetFlag(FLAGS_pin), absl::GetFlag(FLAGS_ttl)));
   o.store.fetch_threads = absl::GetFlag(FLAGS_fetch_threads);
+  LARDER_ASSIGN_OR_RETURN(o.store.fetch_subrange_bytes,
+                          ParseBytes(absl::GetFlag(FLAGS_fetch_subrange)));
   o.enable_shmem_huge_pages = absl::GetFlag(FLAGS_enable_shmem_huge_pages);
   o.master = MasterAddress();
   o.id = absl::GetFlag(FLAGS_worker_id);

@@ -57,7 +57,9 @@ class WorkerTest : public ::testing::Test {
     std::vector<std::string> flags = {
         absl::StrCat("--mount=ds=", s3_->Uri("ds")), "--ram_capacity=64MiB",
         absl::StrCat("--nvme=", nvme_.path(), ":256MiB"), "--nvme_reserve=0",
-        "--retry_max_attempts=2"};
+        "--retry_max_attempts=2",
+        // 4 MiB blocks fetched as four parallel ranges (the tests count them).
+        "--fetch_subrange=1MiB"};
     flags.insert(flags.end(), extra.begin(), extra.end());
     auto w = testing::WorkerProcess::Start(
         flags, {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
