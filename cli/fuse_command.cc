@@ -52,9 +52,9 @@ ABSL_FLAG(std::string, fuse_metrics_listen, "127.0.0.1:7072",
 ABSL_FLAG(int, list_page_size, 1000,
           "fuse: directory entries fetched per master call (the daemon holds "
           "one page per open directory).");
-ABSL_FLAG(int, readahead_blocks, 4,
+ABSL_FLAG(int, readahead_blocks, 8,
           "fuse, client: blocks a sequential reader asks the owners to fetch "
-          "ahead.");
+          "ahead (the worker fetches consecutive ones with one request).");
 
 namespace larder::cli {
 namespace {
@@ -67,7 +67,7 @@ constexpr absl::string_view kUsage =
               [--keep_cache=true] [--max_read=4MiB] [--kernel_read_ahead=8MiB]
               [--direct_io_min_size=64MiB]
               [--fuse_threads=32] [--allow_other=true] [--auto_unmount=true]
-              [--fuse_metrics_listen=127.0.0.1:7072] [--readahead_blocks=4] [--node=NAME]
+              [--fuse_metrics_listen=127.0.0.1:7072] [--readahead_blocks=8] [--node=NAME]
 
 Every mount of the master's mount table appears under MOUNTPOINT as a directory tree
 (/datasets/imagenet -> MOUNTPOINT/datasets/imagenet). Reads go through the cache: blocks

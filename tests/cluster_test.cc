@@ -68,14 +68,18 @@ class ClusterTest : public ::testing::Test {
     stub_ = v1::Master::NewStub(grpc::CreateChannel(
         master_->address(), grpc::InsecureChannelCredentials()));
     ASSERT_TRUE(WaitForWorkers(3));
+    ASSERT_TRUE(AddMount("/datasets/ds", s3_->Uri("ds"), 1000));
+  }
+
+  bool AddMount(const std::string& path, const std::string& uri, int ttl_ms) {
     v1::AddMountRequest req;
-    req.mutable_mount()->set_path("/datasets/ds");
-    req.mutable_mount()->set_uri(s3_->Uri("ds"));
+    req.mutable_mount()->set_path(path);
+    req.mutable_mount()->set_uri(uri);
     req.mutable_mount()->set_block_size(kBlock);
-    req.mutable_mount()->set_metadata_ttl_ms(1000);
+    req.mutable_mount()->set_metadata_ttl_ms(ttl_ms);
     v1::MountTable table;
     grpc::ClientContext ctx;
-    ASSERT_TRUE(stub_->AddMount(&ctx, req, &table).ok());
+    return stub_->AddMount(&ctx, req, &table).ok();
   }
 
   v1::Ring Ring() {
@@ -377,14 +381,7 @@ TEST_F(ClusterTest, StatMissesInADirectoryShareOneListing) {
   for (int i = 0; i < kFiles; ++i)
     ASSERT_TRUE(
         (*store)->Put(absl::StrCat("d/f", i), PatternBytes(100 + i, i)).ok());
-  v1::AddMountRequest req;
-  req.mutable_mount()->set_path("/datasets/many");
-  req.mutable_mount()->set_uri(s3_->Uri("many"));
-  req.mutable_mount()->set_block_size(kBlock);
-  req.mutable_mount()->set_metadata_ttl_ms(60000);
-  v1::MountTable table;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(stub_->AddMount(&ctx, req, &table).ok());
+  ASSERT_TRUE(AddMount("/datasets/many", s3_->Uri("many"), 60000));
   auto client = Connect("elsewhere");
   ASSERT_NE(client, nullptr);
   auto requests = [&](const std::string& op) {
@@ -445,14 +442,11 @@ TEST_F(ClusterTest, ClearErrors) {
   // under-store, not the master.
   {
     const int dead = testing::PickFreePort();
-    v1::AddMountRequest req;
-    req.mutable_mount()->set_path("/datasets/gone");
-    req.mutable_mount()->set_uri(
-        absl::StrCat("s3://bucket?endpoint=http://127.0.0.1:", dead,
-                     "&region=us-east-1&path_style=true"));
-    v1::MountTable table;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub_->AddMount(&ctx, req, &table).ok());
+    ASSERT_TRUE(
+        AddMount("/datasets/gone",
+                 absl::StrCat("s3://bucket?endpoint=http://127.0.0.1:", dead,
+                              "&region=us-east-1&path_style=true"),
+                 1000));
     const absl::Status st = client->Stat("/datasets/gone/x").status();
     EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
     EXPECT_THAT(std::string(st.message()),
