@@ -249,6 +249,11 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
               "Metadata requests the master has made to under-stores, by "
               "kind (stat: one object, e.g. an S3 HEAD; list: one page)")
           .Register(*m->registry_);
+  auto& cache_entries = prometheus::BuildGauge()
+                            .Name("larder_master_metadata_cache_entries")
+                            .Help("Stat and List entries in the metadata cache")
+                            .Register(*m->registry_)
+                            .Add({});
   auto& stat_requests = store_requests.Add({{"op", "stat"}});
   auto& list_requests = store_requests.Add({{"op", "list"}});
   if (!m->options_.ops_listen.empty()) {
@@ -257,7 +262,7 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
     ops.registry = m->registry_;
     Master* self = m.get();
     ops.before_scrape = [self, &ring_version, &live, &mounts, &stat_requests,
-                         &list_requests] {
+                         &list_requests, &cache_entries] {
       v1::Ring r = self->membership_->Ring();
       ring_version.Set(static_cast<double>(r.version()));
       live.Set(r.workers_size());
@@ -265,6 +270,7 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
       const MetadataCache::Requests req = self->metadata_->requests();
       stat_requests.Set(static_cast<double>(req.stats));
       list_requests.Set(static_cast<double>(req.lists));
+      cache_entries.Set(static_cast<double>(self->metadata_->CachedEntries()));
     };
     LARDER_ASSIGN_OR_RETURN(m->ops_, OpsServer::Start(std::move(ops)));
   }

@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "master/metadata.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -89,6 +90,7 @@ absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
   absl::MutexLock lock(&mu_);
   stats_[cluster_path] = {resp,
                           now + absl::Milliseconds(mount.metadata_ttl_ms())};
+  Inserted(now);
   return resp;
 }
 
@@ -145,6 +147,7 @@ bool MetadataCache::ListDirectoryForStat(const v1::MountEntry& mount,
       resp.set_relative(e.path);
       resp.set_block_size(mount.block_size());
       stats_[path] = {std::move(resp), expires};
+      Inserted(now);
       ++listed;
     }
     if (page->next_page_token.empty()) break;
@@ -195,7 +198,21 @@ absl::StatusOr<v1::ListResponse> MetadataCache::List(
   resp.set_next_page_token(page.next_page_token);
   absl::MutexLock lock(&mu_);
   lists_[key] = {resp, now + absl::Milliseconds(mount.metadata_ttl_ms())};
+  Inserted(now);
   return resp;
+}
+
+void MetadataCache::Inserted(absl::Time now) {
+  if (++inserts_since_sweep_ <
+      std::max<size_t>(4096, (stats_.size() + lists_.size()) / 4))
+    return;
+  inserts_since_sweep_ = 0;
+  auto sweep = [now](auto& map) {
+    for (auto it = map.begin(); it != map.end();)
+      it = it->second.expires <= now ? map.erase(it) : std::next(it);
+  };
+  sweep(stats_);
+  sweep(lists_);
 }
 
 uint64_t MetadataCache::Invalidate(absl::string_view raw) {

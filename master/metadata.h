@@ -62,6 +62,11 @@ class MetadataCache {
   Requests requests() const {
     return {stat_requests_.load(), list_requests_.load()};
   }
+  // Stat and List entries held (expired ones included until swept).
+  size_t CachedEntries() {
+    absl::MutexLock lock(&mu_);
+    return stats_.size() + lists_.size();
+  }
 
   // Drops cached entries at or below `path`; returns how many.
   uint64_t Invalidate(absl::string_view path);
@@ -98,6 +103,11 @@ class MetadataCache {
   std::map<std::string, Cached<v1::ListResponse>> lists_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DirState> dirs_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> stat_requests_{0}, list_requests_{0};
+  // Expired entries are swept after as many insertions as a quarter of the
+  // cache (at least 4,096), so the cache holds what was used within a TTL,
+  // not every path ever looked up, at O(1) amortized cost.
+  void Inserted(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t inserts_since_sweep_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace larder

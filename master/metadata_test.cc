@@ -1,0 +1,87 @@
+// Copyright 2026 The Larder Authors.
+#include "master/metadata.h"
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+
+namespace larder {
+namespace {
+
+class MetadataCacheTest : public ::testing::Test {
+ protected:
+  void Mount(int ttl_ms) {
+    auto r = MountRegistry::Open(state_.path());
+    ASSERT_TRUE(r.ok()) << r.status();
+    registry_ = std::move(*r);
+    v1::MountEntry e;
+    e.set_path("/datasets/ds");
+    e.set_uri(absl::StrCat("file://", data_.path()));
+    e.set_metadata_ttl_ms(ttl_ms);
+    ASSERT_TRUE(registry_->Add(e).ok());
+    cache_ =
+        std::make_unique<MetadataCache>(registry_.get(), UnderStoreOptions{});
+  }
+  void Write(const std::string& rel, const std::string& data) {
+    const std::string path = absl::StrCat(data_.path(), "/", rel);
+    std::filesystem::create_directories(
+        std::filesystem::path(path).parent_path());
+    ASSERT_TRUE(testing::WriteFile(path, data).ok());
+  }
+
+  testing::TempDir state_, data_;
+  std::unique_ptr<MountRegistry> registry_;
+  std::unique_ptr<MetadataCache> cache_;
+};
+
+TEST_F(MetadataCacheTest, StatMissesOfOneDirectoryShareOneListing) {
+  for (int i = 0; i < 50; ++i)
+    Write(absl::StrCat("d/f", i), std::string(i + 1, 'x'));
+  Mount(60000);
+  for (int i = 0; i < 50; ++i) {
+    auto st = cache_->Stat(absl::StrCat("/datasets/ds/d/f", i));
+    ASSERT_TRUE(st.ok()) << i << ": " << st.status();
+    EXPECT_EQ(st->info().size(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(st->relative(), absl::StrCat("d/f", i));
+    EXPECT_FALSE(st->info().version().empty());
+  }
+  // The first miss was looked up alone, the second listed the directory.
+  EXPECT_EQ(cache_->requests().stats, 1u);
+  EXPECT_EQ(cache_->requests().lists, 1u);
+  // Not in the listing: its own Stat, and NotFound for a missing path.
+  Write("d/late", "late");
+  auto late = cache_->Stat("/datasets/ds/d/late");
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->info().size(), 4u);
+  EXPECT_EQ(cache_->Stat("/datasets/ds/d/none").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->requests().stats, 3u);
+  EXPECT_EQ(cache_->requests().lists, 1u);
+  // Invalidate forgets the listing too: the directory is listed again.
+  EXPECT_GT(cache_->Invalidate("/datasets/ds/d"), 0u);
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/d/f1").ok());
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/d/f2").ok());
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/d/f3").ok());
+  EXPECT_EQ(cache_->requests().lists, 2u);
+}
+
+TEST_F(MetadataCacheTest, ExpiredEntriesAreSwept) {
+  // One file per directory: no listings, one entry per Stat.
+  constexpr int kFiles = 4200;
+  for (int i = 0; i < 2 * kFiles; ++i) Write(absl::StrCat("d", i, "/f"), "x");
+  Mount(100);
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_TRUE(cache_->Stat(absl::StrCat("/datasets/ds/d", i, "/f")).ok());
+  EXPECT_GE(cache_->CachedEntries(), static_cast<size_t>(kFiles) - 4096);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  for (int i = kFiles; i < 2 * kFiles; ++i)
+    ASSERT_TRUE(cache_->Stat(absl::StrCat("/datasets/ds/d", i, "/f")).ok());
+  // The first batch expired and was swept on the way.
+  EXPECT_LT(cache_->CachedEntries(), static_cast<size_t>(kFiles) + 200);
+}
+
+}  // namespace
+}  // namespace larder
