@@ -78,6 +78,14 @@ class MasterService final : public v1::Master::Service {
 
   grpc::Status AddMount(grpc::ServerContext*, const v1::AddMountRequest* req,
                         v1::MountTable* resp) override {
+    // A URI the under-store cannot use (bad bucket name, unknown option)
+    // is refused now, not at the first read. Nothing is contacted here.
+    absl::StatusOr<std::unique_ptr<UnderStore>> probe =
+        OpenMountStore(req->mount(), options_->store);
+    if (!probe.ok() &&
+        probe.status().code() == absl::StatusCode::kInvalidArgument) {
+      return ToGrpcStatus(probe.status());
+    }
     absl::StatusOr<v1::MountTable> t = mounts_->Add(req->mount());
     if (!t.ok()) return ToGrpcStatus(t.status());
     LARDER_LOG(INFO, "mount.added")

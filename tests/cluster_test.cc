@@ -438,6 +438,12 @@ TEST_F(ClusterTest, ClearErrors) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(client->Open("/datasets/ds/train").status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A URI the under-store cannot use is refused at mount time.
+  EXPECT_FALSE(AddMount("/datasets/bad",
+                        "s3://bk?endpoint=http://127.0.0.1:1&region=us-east-1",
+                        1000));
+  EXPECT_EQ(client->Stat("/datasets/bad/x").status().code(),
+            absl::StatusCode::kNotFound);
   // The master is up but the under-store is not: the error names the
   // under-store, not the master.
   {
