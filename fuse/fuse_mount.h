@@ -14,11 +14,14 @@
 //   auto mount = larder::FuseMount::Mount(fuse_options, std::move(*client));
 //   (*mount)->Serve();   // until SIGTERM/SIGINT/SIGHUP or an unmount
 //
-// Reads: a read request (up to max_read, 1 MiB by default) becomes one
-// File::Read, i.e. parallel block reads through short-circuit or gRPC, with
-// readahead of the following blocks for sequential readers. The kernel page
-// cache is kept across opens while the object's version is unchanged
-// (`keep_cache`), so repeated reads on one node do not reach the daemon.
+// Reads: a read request (up to max_read, 4 MiB by default) is answered by
+// splicing the blocks cached on this node straight from the worker's memfds
+// (File::ReadLocal), or else by one File::Read (parallel block reads over
+// gRPC), with readahead of the following blocks for sequential readers.
+// Files of at least direct_io_min_size are opened with direct_io (one copy,
+// into the reader's buffer); smaller ones use the kernel page cache, kept
+// across opens while the object's version is unchanged (`keep_cache`), so
+// repeated reads on one node do not reach the daemon.
 //
 // Errors map to errno and never end the daemon: NotFound -> ENOENT,
 // PermissionDenied -> EACCES, DeadlineExceeded -> ETIMEDOUT, the object
