@@ -511,8 +511,8 @@ class ClientImpl final : public Client {
   static constexpr absl::Duration kLeaseKeep =
       absl::Seconds(10);  // The worker's lease lasts 30 s.
 
-  // A lease on `id` from the worker at `socket`: kept, or opened now.
-  // Unimplemented if the socket cannot be reached.
+  // Opens `ids` on the worker at `socket` in one exchange and keeps the
+  // leases for the reads to come; failures are left to those reads.
   void LeaseAhead(const std::string& socket, const std::vector<BlockId>& ids) {
     absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
         TakeShortCircuit(socket);
@@ -531,6 +531,8 @@ class ClientImpl final : public Client {
     if (!failed) GiveShortCircuit(socket, *std::move(sc));
   }
 
+  // A lease on `id` from the worker at `socket`: kept, or opened now.
+  // Unimplemented if the socket cannot be reached.
   absl::StatusOr<std::shared_ptr<CachedLease>> LeaseFrom(
       const std::string& socket, const BlockId& id) {
     if (std::shared_ptr<CachedLease> kept = FindLease(socket, id)) return kept;
