@@ -346,6 +346,19 @@ TEST_F(FuseTest, LargeFilesUseDirectIoWithLargeRequestsAndSharedMmap) {
   ::munmap(map, data.size());
   ::close(fd);
 
+  // Through a daemon on another node the blocks come over gRPC, into the
+  // same 4 MiB direct_io requests.
+  auto remote = Mount({"--direct_io_min_size=1MiB", "--node=elsewhere"});
+  ASSERT_NE(remote, nullptr);
+  const std::string grpc_bytes =
+      "larder_worker_served_path_bytes_total{path=\"grpc\"}";
+  const double grpc_before = WorkerSum(grpc_bytes);
+  EXPECT_EQ(read_4m(remote->mountpoint() + "/datasets/ds/" + big), data);
+  EXPECT_GE(WorkerSum(grpc_bytes) - grpc_before,
+            static_cast<double>(data.size()));
+  EXPECT_EQ(read_4m(remote->mountpoint() + "/datasets/ds/val/deep/er/f.bin"),
+            files_["val/deep/er/f.bin"]);
+
   // A small file goes through the page cache: a second read within the
   // attribute timeout costs no request.
   const std::string small = ds + "val/e.jpg";
