@@ -72,7 +72,8 @@ constexpr absl::string_view kUsage =
 Every mount of the master's mount table appears under MOUNTPOINT as a directory tree
 (/datasets/imagenet -> MOUNTPOINT/datasets/imagenet). Reads go through the cache: blocks
 owned by the worker on this node (--node, default the host name) by short-circuit, others
-over gRPC. Writes fail with EROFS. SIGTERM/SIGINT unmount after in-flight reads finish; if
+over gRPC. Files of at least --direct_io_min_size bypass the page cache (direct_io); smaller
+ones use it. Writes fail with EROFS. SIGTERM/SIGINT unmount after in-flight reads finish; if
 the daemon dies, fusermount3 unmounts (--auto_unmount). Exit codes: 3 the mount point does
 not exist, 6 it is busy (already mounted, or a dead mount), 5 the master is unreachable.
 )";

@@ -72,6 +72,7 @@ constexpr absl::string_view kUsage = R"(larder worker: run a cache worker.
                 [--ram_capacity=1GiB] [--ram_eviction=lru|none] [--enable_shmem_huge_pages=true]
                 [--nvme=DIR:SIZE[,DIR:SIZE...]] [--nvme_reserve=1GiB] [--nvme_eviction=lru|none]
                 [--pin=PREFIX,...] [--ttl=PREFIX=DURATION,...] [--block_size=4MiB]
+                [--fetch_subrange=4MiB] [--fetch_threads=16]
 
 Serves cached blocks over gRPC (WorkerData) and, with --short_circuit_socket, to local
 clients by file descriptor. With --master (or LARDER_MASTER), it joins the cluster: registers,
