@@ -1,7 +1,6 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/azure_store.h"
 
-#include <curl/curl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -11,7 +10,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -29,18 +27,6 @@ constexpr absl::string_view kApiVersion = "2021-08-06";
 
 std::string HttpDate(absl::Time t) {
   return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", t, absl::UTCTimeZone());
-}
-
-absl::Time ParseHttpDate(absl::string_view text) {
-  std::string s(text);
-  time_t t = curl_getdate(s.c_str(), nullptr);
-  return t < 0 ? absl::UnixEpoch() : absl::FromTimeT(t);
-}
-
-std::optional<uint64_t> ParseUint(absl::string_view text) {
-  uint64_t v;
-  if (!absl::SimpleAtoi(text, &v)) return std::nullopt;
-  return v;
 }
 
 // Parses
@@ -250,23 +236,14 @@ absl::Status AzureStore::ErrorStatus(const Call& call,
   std::string msg = RedactSecrets(absl::StrCat(
       "Azure ", call.op, " of ", Describe(call.blob), ": ", response.status,
       " ", code, message.empty() ? "" : ": ", message));
-  const long s = response.status;
-  if (code == "ServerBusy" || s == 429)
-    return absl::ResourceExhaustedError(msg);
-  if (s >= 500 || code == "OperationTimedOut")
-    return absl::UnavailableError(msg);
+  if (code == "ServerBusy") return absl::ResourceExhaustedError(msg);
+  if (code == "OperationTimedOut") return absl::UnavailableError(msg);
   if (code == "ContainerNotFound")
     return absl::NotFoundError(
         absl::StrCat(msg, " (the container does not exist)"));
-  if (s == 404) return absl::NotFoundError(msg);
-  if (s == 401 || s == 403) return absl::PermissionDeniedError(msg);
-  if (s == 304 || s == 412 || code == "ConditionNotMet") {
-    return absl::FailedPreconditionError(
-        absl::StrCat(msg, " (the blob changed)"));
-  }
-  if (s == 416) return absl::OutOfRangeError(msg);
-  if (s == 400) return absl::InvalidArgumentError(msg);
-  return absl::UnknownError(msg);
+  // ConditionNotMet (If-Match failed) whatever the status says.
+  return HttpErrorStatus(code == "ConditionNotMet" ? 412 : response.status, msg,
+                         "blob");
 }
 
 absl::StatusOr<ObjectInfo> AzureStore::Stat(absl::string_view path) {

@@ -8,7 +8,9 @@
 #include <mutex>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/log.h"
 
 namespace larder {
@@ -279,6 +281,42 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
     return CurlStatus(code, request, error);
   }
   return response;
+}
+
+std::string NormalizeEtag(absl::string_view etag) {
+  etag = absl::StripAsciiWhitespace(etag);
+  absl::ConsumePrefix(&etag, "W/");
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return std::string(etag);
+}
+
+absl::Time ParseHttpDate(absl::string_view text) {
+  std::string s(text);
+  time_t t = curl_getdate(s.c_str(), nullptr);
+  return t < 0 ? absl::UnixEpoch() : absl::FromTimeT(t);
+}
+
+std::optional<uint64_t> ParseUint(absl::string_view text) {
+  uint64_t v;
+  if (!absl::SimpleAtoi(text, &v)) return std::nullopt;
+  return v;
+}
+
+absl::Status HttpErrorStatus(long status, const std::string& msg,
+                             absl::string_view what) {
+  if (status == 429) return absl::ResourceExhaustedError(msg);
+  if (status >= 500) return absl::UnavailableError(msg);
+  if (status == 404) return absl::NotFoundError(msg);
+  if (status == 401 || status == 403) return absl::PermissionDeniedError(msg);
+  if (status == 304 || status == 412) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(msg, " (the ", what, " changed)"));
+  }
+  if (status == 416) return absl::OutOfRangeError(msg);
+  if (status == 400) return absl::InvalidArgumentError(msg);
+  return absl::UnknownError(msg);
 }
 
 }  // namespace larder

@@ -23,6 +23,7 @@
 #define LARDER_UNDERSTORE_HTTP_CLIENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/config.h"
 
@@ -91,6 +93,21 @@ class HttpClient {
 // (A-Z a-z 0-9 - . _ ~) stay, every other byte becomes %XX (uppercase hex);
 // '/' stays only if `keep_slash`.
 std::string UriEncode(absl::string_view text, bool keep_slash);
+
+// Helpers shared by the HTTP object stores (S3, Azure Blob).
+
+// Strips the quotes (and a weak "W/" marker) from an ETag header value.
+std::string NormalizeEtag(absl::string_view etag);
+// An RFC 7231 date (Last-Modified); the Unix epoch if it does not parse.
+absl::Time ParseHttpDate(absl::string_view text);
+// A decimal header value (Content-Length, the size in Content-Range).
+std::optional<uint64_t> ParseUint(absl::string_view text);
+// The status for an HTTP error the store's own error codes did not decide:
+// 429 ResourceExhausted, 5xx Unavailable, 404 NotFound, 401/403
+// PermissionDenied, 304/412 FailedPrecondition ("the `what` changed"), 416
+// OutOfRange, 400 InvalidArgument, else Unknown.
+absl::Status HttpErrorStatus(long status, const std::string& msg,
+                             absl::string_view what);
 
 }  // namespace larder
 

@@ -1,13 +1,10 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/s3_store.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
@@ -49,28 +46,7 @@ absl::Time ParseIsoTime(absl::string_view text) {
   return absl::UnixEpoch();
 }
 
-absl::Time ParseHttpDate(absl::string_view text) {
-  std::string s(text);
-  time_t t = curl_getdate(s.c_str(), nullptr);
-  return t < 0 ? absl::UnixEpoch() : absl::FromTimeT(t);
-}
-
-std::optional<uint64_t> ParseUint(absl::string_view text) {
-  uint64_t v;
-  if (!absl::SimpleAtoi(text, &v)) return std::nullopt;
-  return v;
-}
-
 }  // namespace
-
-std::string NormalizeEtag(absl::string_view etag) {
-  etag = absl::StripAsciiWhitespace(etag);
-  absl::ConsumePrefix(&etag, "W/");
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
-    etag = etag.substr(1, etag.size() - 2);
-  }
-  return std::string(etag);
-}
 
 absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(
     const StoreUri& uri, const UnderStoreOptions& options) {
@@ -242,28 +218,19 @@ absl::Status S3Store::ErrorStatus(const Call& call,
       response.Header("x-amz-request-id").empty() ? "" : " (request id ",
       response.Header("x-amz-request-id"),
       response.Header("x-amz-request-id").empty() ? "" : ")"));
-  const long s = response.status;
-  if (code == "SlowDown" || s == 429) return absl::ResourceExhaustedError(msg);
-  if (code == "RequestTimeout" || code == "InternalError" || s >= 500)
+  if (code == "SlowDown") return absl::ResourceExhaustedError(msg);
+  if (code == "RequestTimeout" || code == "InternalError")
     return absl::UnavailableError(msg);
   if (code == "NoSuchBucket") {
     return absl::NotFoundError(
         absl::StrCat(msg, " (the bucket does not exist)"));
   }
-  if (s == 404) return absl::NotFoundError(msg);
-  if (s == 401 || s == 403 || code == "ExpiredToken" ||
-      code == "InvalidToken" || code == "InvalidAccessKeyId" ||
-      code == "SignatureDoesNotMatch" ||
+  if (code == "ExpiredToken" || code == "InvalidToken" ||
+      code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
       code == "AuthorizationHeaderMalformed") {
     return absl::PermissionDeniedError(msg);
   }
-  if (s == 304 || s == 412) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(msg, " (the object changed)"));
-  }
-  if (s == 416) return absl::OutOfRangeError(msg);
-  if (s == 400) return absl::InvalidArgumentError(msg);
-  return absl::UnknownError(msg);
+  return HttpErrorStatus(response.status, msg, "object");
 }
 
 absl::StatusOr<ObjectInfo> S3Store::Stat(absl::string_view path) {

@@ -108,9 +108,6 @@ class S3Store final : public UnderStore {
   HttpClient http_;
 };
 
-// Strips the quotes (and a weak "W/" marker) from an ETag header value.
-std::string NormalizeEtag(absl::string_view etag);
-
 }  // namespace larder
 
 #endif  // LARDER_UNDERSTORE_S3_STORE_H_
