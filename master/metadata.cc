@@ -106,11 +106,6 @@ bool MetadataCache::ListDirectoryForStat(const v1::MountEntry& mount,
   std::shared_ptr<absl::Notification> wait, mine;
   {
     absl::MutexLock lock(&mu_);
-    if (dirs_.size() > 100000) {
-      for (auto it = dirs_.begin(); it != dirs_.end();)
-        it = it->second.expires <= now && !it->second.listing ? dirs_.erase(it)
-                                                              : std::next(it);
-    }
     DirState& d = dirs_[dir_key];
     if (d.expires <= now && !d.listing) d = DirState{now + ttl};
     if (d.listed) return false;  // Listed, and `rel` was not in it.
@@ -213,6 +208,10 @@ void MetadataCache::Inserted(absl::Time now) {
   };
   sweep(stats_);
   sweep(lists_);
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    it = it->second.expires <= now && !it->second.listing ? dirs_.erase(it)
+                                                          : std::next(it);
+  }
 }
 
 uint64_t MetadataCache::Invalidate(absl::string_view raw) {

@@ -103,9 +103,10 @@ class MetadataCache {
   std::map<std::string, Cached<v1::ListResponse>> lists_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DirState> dirs_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> stat_requests_{0}, list_requests_{0};
-  // Expired entries are swept after as many insertions as a quarter of the
-  // cache (at least 4,096), so the cache holds what was used within a TTL,
-  // not every path ever looked up, at O(1) amortized cost.
+  // Expired entries (and directory states with no listing in progress) are
+  // swept after as many insertions as a quarter of the cache (at least
+  // 4,096), so the cache holds what was used within a TTL, not every path
+  // ever looked up, at O(1) amortized cost.
   void Inserted(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t inserts_since_sweep_ ABSL_GUARDED_BY(mu_) = 0;
 };
