@@ -248,6 +248,7 @@ int Run() {
       DropCaches();
       seq[m] = SequentialGbps(shard_of(roots[m], set), shard_bytes);
       DropCaches();
+      // s3rver logs one line per request, ending "<status> <N>ms <size>".
       const int before = (*s3)->CountRequests("ms ");
       files[m] = FilesPerSecond(files_of(roots[m], set), readers, file_size);
       requests[m] = (*s3)->CountRequests("ms ") - before;
