@@ -43,10 +43,9 @@ ABSL_FLAG(
     "worker: NAME=URI entries (until the master serves the mount table).");
 ABSL_FLAG(std::string, block_size, "4MiB",
           "worker: block size of the --mount mounts.");
-ABSL_FLAG(bool, enable_shmem_huge_pages, true,
-          "worker: switch the node's shmem huge pages from never to advise "
-          "(only memory that asks for them, as the RAM tier does, gets "
-          "them; reads of RAM blocks are much faster).");
+ABSL_FLAG(bool, collapse_huge_pages, true,
+          "worker: move RAM blocks into 2 MiB pages on idle CPU "
+          "(MADV_COLLAPSE, Linux 6.1+); warm reads of them are faster.");
 ABSL_FLAG(std::string, fetch_subrange, "4MiB",
           "worker: a miss of a larger block is fetched as parallel ranged "
           "reads of this size.");
@@ -69,7 +68,7 @@ constexpr absl::string_view kUsage = R"(larder worker: run a cache worker.
 
   larder worker [--master=HOST:PORT] [--mount=NAME=URI[,NAME=URI...]] [--listen=127.0.0.1:7070]
                 [--short_circuit_socket=/run/larder/worker.sock] [--metrics_listen=127.0.0.1:7071]
-                [--ram_capacity=1GiB] [--ram_eviction=lru|none] [--enable_shmem_huge_pages=true]
+                [--ram_capacity=1GiB] [--ram_eviction=lru|none] [--collapse_huge_pages=true]
                 [--nvme=DIR:SIZE[,DIR:SIZE...]] [--nvme_reserve=1GiB] [--nvme_eviction=lru|none]
                 [--pin=PREFIX,...] [--ttl=PREFIX=DURATION,...] [--block_size=4MiB]
                 [--fetch_subrange=4MiB] [--fetch_threads=16]
@@ -97,7 +96,7 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   o.store.fetch_threads = absl::GetFlag(FLAGS_fetch_threads);
   LARDER_ASSIGN_OR_RETURN(o.store.fetch_subrange_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_fetch_subrange)));
-  o.enable_shmem_huge_pages = absl::GetFlag(FLAGS_enable_shmem_huge_pages);
+  o.store.collapse_huge_pages = absl::GetFlag(FLAGS_collapse_huge_pages);
   o.master = MasterAddress();
   o.id = absl::GetFlag(FLAGS_worker_id);
   o.node = absl::GetFlag(FLAGS_node);

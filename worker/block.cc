@@ -6,11 +6,71 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1; glibc 2.36 does not name it yet.
+#endif
+
 namespace larder {
+namespace {
+
+constexpr uint64_t kHugePage = 2u << 20;
+
+// Maps a block's memfd read-write, at a 2 MiB-aligned address when the block
+// spans a whole 2 MiB page, so that a collapsed block is mapped by PMDs (the
+// kernel aligns shmem mappings itself only where shmem_enabled allows huge
+// pages at fault time; MADV_COLLAPSE needs the alignment either way).
+absl::StatusOr<char*> MapBlock(int fd, uint64_t length) {
+  void* at = nullptr;
+  if (length >= kHugePage) {
+    // Reserve length + 2 MiB of address space, keep the aligned part.
+    void* r = ::mmap(nullptr, length + kHugePage, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r != MAP_FAILED) {
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(r);
+      const uintptr_t aligned = (lo + kHugePage - 1) & ~(kHugePage - 1);
+      if (aligned > lo) ::munmap(r, aligned - lo);
+      ::munmap(reinterpret_cast<void*>(aligned + length),
+               lo + kHugePage - aligned);
+      at = reinterpret_cast<void*>(aligned);
+    }
+  }
+  void* data = ::mmap(at, length, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | (at != nullptr ? MAP_FIXED : 0), fd, 0);
+  if (data == MAP_FAILED) {
+    int err = errno;
+    if (at != nullptr) ::munmap(at, length);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("mmap memfd: ", std::strerror(err)));
+  }
+  return static_cast<char*>(data);
+}
+
+}  // namespace
+
+absl::Status Block::CollapseToHugePages() const {
+  const uint64_t whole = length_ / kHugePage * kHugePage;
+  if (whole == 0) return absl::OkStatus();
+  if (::madvise(data_, whole, MADV_COLLAPSE) == 0) return absl::OkStatus();
+  const int err = errno;
+  switch (err) {
+    case EINVAL:
+      return absl::UnimplementedError(absl::StrCat(
+          "MADV_COLLAPSE: ", std::strerror(err),
+          " (Linux before 6.1, or transparent_hugepage/shmem_enabled is "
+          "deny)"));
+    case ENOMEM:
+      return absl::ResourceExhaustedError(
+          absl::StrCat("MADV_COLLAPSE: ", std::strerror(err)));
+    default:  // EAGAIN: pages busy (a read in flight); try again later.
+      return absl::UnavailableError(
+          absl::StrCat("MADV_COLLAPSE: ", std::strerror(err)));
+  }
+}
 
 Block::~Block() {
   ::munmap(data_, length_);
@@ -31,21 +91,12 @@ absl::StatusOr<BlockWriter> BlockWriter::Create(BlockId id) {
     return absl::ResourceExhaustedError(
         absl::StrCat("ftruncate memfd: ", std::strerror(err)));
   }
-  void* data =
-      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) {
-    int err = errno;
+  absl::StatusOr<char*> data = MapBlock(fd, length);
+  if (!data.ok()) {
     ::close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("mmap memfd: ", std::strerror(err)));
+    return data.status();
   }
-  // 2 MiB pages where the kernel allows them for shmem (shmem_enabled =
-  // advise, within_size or always): reads of a block, short-circuit preads
-  // included, then cost one page lookup per 2 MiB instead of per 4 KiB
-  // (measured: memfd pread 7.6-8.9 GB/s with 4 KiB pages, 13.5-15 GB/s with
-  // 2 MiB pages). No effect where shmem THP is off.
-  if (length >= (2u << 20)) ::madvise(data, length, MADV_HUGEPAGE);
-  return BlockWriter(std::move(id), fd, static_cast<char*>(data), length);
+  return BlockWriter(std::move(id), fd, *data, length);
 }
 
 BlockWriter::BlockWriter(BlockWriter&& other) noexcept

@@ -26,6 +26,7 @@
 #ifndef LARDER_WORKER_BLOCK_STORE_H_
 #define LARDER_WORKER_BLOCK_STORE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,6 +39,7 @@
 #include "common/thread_pool.h"
 #include "worker/block.h"
 #include "worker/cache_index.h"
+#include "worker/huge_pages.h"
 #include "worker/metrics.h"
 #include "worker/mount_table.h"
 #include "worker/nvme_tier.h"
@@ -64,6 +66,15 @@ struct BlockStoreOptions {
   // new blocks are not written: RAM-only for them). Defaults 2 and 256.
   int nvme_write_threads = 2;
   size_t max_pending_nvme_writes = 256;
+  // Move RAM blocks that are read again into 2 MiB pages in the
+  // background, on idle CPU (see huge_pages.h). Default true.
+  bool collapse_huge_pages = true;
+  // A RAM hit on a block filled at least this long ago is a re-read that
+  // queues it. Default 5 s.
+  absl::Duration collapse_min_age = absl::Seconds(5);
+  // Collapses wait until no block was served or fetched for this long.
+  // Default 250 ms.
+  absl::Duration collapse_quiet = absl::Milliseconds(250);
 };
 
 enum class BlockSource { kRam, kNvme, kUnderStore };
@@ -135,6 +146,9 @@ class BlockStore {
   // Refreshes the capacity gauges of the metrics.
   void UpdateGauges();
 
+  // The background mover of blocks into 2 MiB pages; null when turned off.
+  HugePagePromoter* huge_pages() { return huge_pages_.get(); }
+
   // Waits for in-flight fetches and queued NVMe writes. Idempotent.
   void Shutdown();
 
@@ -150,6 +164,8 @@ class BlockStore {
   // Looks in RAM (counting the hit); nullptr on a miss.
   std::shared_ptr<const Block> LookupRam(const BlockKey& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A reader found `block` in RAM: queue it for 2 MiB pages (once).
+  void NoteReread(const std::shared_ptr<const Block>& block);
   // Finds or starts the flight of `id`.
   std::shared_ptr<Flight> Join(const BlockId& id, bool* started);
   void RunFetch(BlockId id, std::shared_ptr<Flight> flight);
@@ -177,6 +193,10 @@ class BlockStore {
   std::vector<BlockKey> journal_added_ ABSL_GUARDED_BY(mu_);
   std::vector<BlockKey> journal_removed_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  // When a block was last asked for (Unix ns), for the promoter.
+  std::atomic<int64_t> last_use_{0};
+  std::unique_ptr<HugePagePromoter> huge_pages_;
 
   // Declared last: destroyed first, so no task outlives the state above.
   std::unique_ptr<ThreadPool> range_pool_;

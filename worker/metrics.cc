@@ -79,6 +79,16 @@ WorkerMetrics::WorkerMetrics()
                                   "larder_worker_nvme_write_failures_total",
                                   "Blocks that could not be written to NVMe.")
                               .Add({})),
+      huge_page_collapses(
+          Counter(*registry_, "larder_worker_huge_page_collapses_total",
+                  "RAM blocks moved into 2 MiB pages, by result.")
+              .Add({{"result", "ok"}})),
+      huge_page_collapse_failures(
+          Counter(*registry_, "larder_worker_huge_page_collapses_total", "")
+              .Add({{"result", "failed"}})),
+      huge_page_queue(Gauge(*registry_, "larder_worker_huge_page_queue",
+                            "RAM blocks waiting to move into 2 MiB pages.")
+                          .Add({})),
       ram_used(Gauge(*registry_, "larder_worker_capacity_used_bytes",
                      "Bytes used, by tier.")
                    .Add({{"tier", "ram"}})),

@@ -53,6 +53,10 @@ class WorkerMetrics {
   prometheus::Counter& evictions_nvme;
   prometheus::Counter& checksum_failures;
   prometheus::Counter& nvme_write_failures;
+  // RAM blocks moved into 2 MiB pages, and attempts that failed.
+  prometheus::Counter& huge_page_collapses;
+  prometheus::Counter& huge_page_collapse_failures;
+  prometheus::Gauge& huge_page_queue;  // Blocks waiting for their turn.
   prometheus::Gauge& ram_used;
   prometheus::Gauge& ram_capacity;
   prometheus::Gauge& nvme_used;

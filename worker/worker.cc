@@ -23,55 +23,11 @@ void RaiseFdLimit() {
   }
 }
 
-// Short-circuit, gRPC and FUSE reads of RAM blocks are markedly faster with
-// 2 MiB shmem pages (see block.cc): a 4 MiB block is two folios instead of
-// 1,024 pages to look up, pin and splice. "never" (a common distribution
-// default) is changed to "advise" when allowed; "deny" is an operator's
-// explicit choice and only gets the hint.
-constexpr const char* kShmemEnabled =
-    "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
-
-void CheckShmemHugePages(bool enable) {
-  auto setting = [] {
-    std::FILE* f = std::fopen(kShmemEnabled, "r");
-    if (f == nullptr) return std::string();
-    char buf[256] = {0};
-    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-    std::fclose(f);
-    std::string s(buf, n);
-    size_t a = s.find('['), b = s.find(']');
-    return a == std::string::npos || b == std::string::npos
-               ? std::string()
-               : s.substr(a + 1, b - a - 1);
-  }();
-  if (setting == "never" && enable) {
-    if (std::FILE* f = std::fopen(kShmemEnabled, "w")) {
-      const bool ok = std::fputs("advise", f) >= 0;
-      if (std::fclose(f) == 0 && ok) {
-        LARDER_LOG(INFO, "worker.shmem_huge_pages")
-            .Field("from", setting)
-            .Field("to", "advise")
-            .Field("why", "2 MiB pages for RAM-tier blocks (madvise only)");
-        return;
-      }
-    }
-  }
-  if (setting == "never" || setting == "deny") {
-    LARDER_LOG(INFO, "worker.hint")
-        .Field("shmem_enabled", setting)
-        .Field(
-            "advice",
-            "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled "
-            "speeds up block reads ~1.7x");
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     WorkerOptions options, std::unique_ptr<MountTable> mounts) {
   RaiseFdLimit();
-  CheckShmemHugePages(options.enable_shmem_huge_pages);
   std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(mounts)));
   LARDER_ASSIGN_OR_RETURN(
       w->store_,

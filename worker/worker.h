@@ -39,10 +39,6 @@ struct WorkerOptions {
   // /metrics and /healthz; empty = disabled. Default 127.0.0.1:7071.
   std::string ops_listen = "127.0.0.1:7071";
   BlockStoreOptions store;
-  // Turn on 2 MiB shmem pages for the RAM tier where the node has them off
-  // (shmem_enabled never -> advise; "advise" affects only memory that asks
-  // for huge pages with madvise, as the RAM tier does). Default true.
-  bool enable_shmem_huge_pages = true;
   // Threads that wait on misses for RPCs. Default 64.
   int rpc_threads = 64;
   // How long in-flight RPCs may run on after a shutdown request. Default 30 s.
