@@ -283,6 +283,11 @@ int Run() {
     r_ceiling.push_back(larder_seq.back() / dd.back());
     r_s3fs_seq.push_back(larder_seq.back() / s3fs_seq.back());
     r_files.push_back(larder_files_s.back() / s3fs_files_s.back());
+    std::fprintf(stderr,
+                 "  ceiling %.2f GB/s, larder %.2f GB/s %.0f files/s, s3fs "
+                 "%.2f GB/s %.0f files/s\n",
+                 dd.back(), larder_seq.back(), larder_files_s.back(),
+                 s3fs_seq.back(), s3fs_files_s.back());
   }
 
   std::printf(
@@ -307,6 +312,13 @@ int Run() {
   std::printf("%-40s %12s %12.1f\n", "  s3rver requests per cold file, s3fs",
               "",
               static_cast<double>(s3fs_cold_requests) / nfiles / cold_rounds);
+  // Blocks read again move into 2 MiB pages when the worker is quiet: the
+  // first warm round reads 4 KiB pages, later ones mostly 2 MiB pages.
+  std::printf(
+      "  worker blocks moved into 2 MiB pages during the warm rounds: %.0f\n",
+      (*worker)
+          ->Metric("larder_worker_huge_page_collapses_total{result=\"ok\"}")
+          .value_or(0));
   std::printf("\nratios:\n");
   std::printf(
       "  larder warm seq / page cache ceiling   = %6.0f%%  (target >= 40%%)\n",
