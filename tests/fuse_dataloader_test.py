@@ -78,7 +78,11 @@ def main():
         print("epoch %d misses: %d hits: %d" % (epoch, misses, hits))
         if epoch == 2:
             assert misses == 0, "epoch 2 fetched %d blocks from the under-store" % misses
-            assert hits >= count, "epoch 2 had only %d cache hits" % hits
+            # Every sample came from the workers' cache: none was fetched
+            # (above), and the workers counted a hit for each, except blocks
+            # whose short-circuit lease the FUSE daemon still kept from epoch
+            # 1 (it keeps up to 32 for 10 s) and read without asking again.
+            assert hits >= count - 32, "epoch 2 had only %d cache hits" % hits
     return 0
 
 
