@@ -9,7 +9,7 @@
 // Blocks are filled into 4 KiB pages: each fresh 2 MiB page must be zeroed
 // by the kernel before the fill can start, and that sits on the path of
 // every cold read (measured on the 2-core VM: filling 1 GiB of memfds ran at
-// 0.3-0.5 GB/s into 2 MiB pages, 0.6-0.9 GB/s into 4 KiB pages; in a VM
+// 0.3-0.65 GB/s into 2 MiB pages, 0.6-0.9 GB/s into 4 KiB pages; in a VM
 // with free page reporting a fresh 2 MiB page is also faulted in from the
 // host). Warm reads of 2 MiB pages are faster: one page to look up, pin or
 // splice instead of 512 (memfd pread 13.5-15 GB/s against 7.6-8.9 GB/s).
