@@ -104,7 +104,7 @@ void BlockStore::NoteReread(const std::shared_ptr<const Block>& block) {
   // Only blocks read again are worth 2 MiB pages; a block read once (a
   // one-pass scan, the first epoch) never pays for the collapse, which
   // competes with the fetches of a cold read for CPU and memory (measured on
-  // the 2-core VM, 512 MiB read cold through FUSE: 181-228 MB/s with every
+  // the 2-core VM, 512 MiB read cold through FUSE: 181-239 MB/s with every
   // block collapsed, 215-332 MB/s without). The pass that fetched a block
   // may look it up again at once (a reader and its lease-ahead racing), so
   // a hit counts as a re-read only once the block is old enough.
