@@ -18,7 +18,7 @@
 namespace larder {
 namespace {
 
-constexpr uint64_t kHugePage = 2u << 20;
+constexpr uint64_t kHugePage = Block::kHugePageSize;
 
 // Maps a block's memfd read-write, at a 2 MiB-aligned address when the block
 // spans a whole 2 MiB page, so that a collapsed block is mapped by PMDs (the

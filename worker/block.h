@@ -37,6 +37,9 @@ namespace larder {
 
 class Block {
  public:
+  // The size of a transparent huge page (x86-64, arm64 with 4 KiB pages).
+  static constexpr uint64_t kHugePageSize = 2u << 20;
+
   ~Block();
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;

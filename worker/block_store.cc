@@ -100,7 +100,14 @@ std::shared_ptr<const Block> BlockStore::LookupRam(const BlockKey& key) {
   return e->value;
 }
 
-void BlockStore::NoteReread(const std::shared_ptr<const Block>& block) {
+absl::Time BlockStore::Touch() {
+  const int64_t now = absl::GetCurrentTimeNanos();
+  last_use_.store(now, std::memory_order_relaxed);
+  return absl::FromUnixNanos(now);
+}
+
+void BlockStore::NoteReread(const std::shared_ptr<const Block>& block,
+                            absl::Time now) {
   // Only blocks read again are worth 2 MiB pages; a block read once (a
   // one-pass scan, the first epoch) never pays for the collapse, which
   // competes with the fetches of a cold read for CPU and memory (measured on
@@ -108,8 +115,7 @@ void BlockStore::NoteReread(const std::shared_ptr<const Block>& block) {
   // block collapsed, 215-332 MB/s without). The pass that fetched a block
   // may look it up again at once (a reader and its lease-ahead racing), so
   // a hit counts as a re-read only once the block is old enough.
-  if (huge_pages_ &&
-      absl::Now() - block->filled_at() >= options_.collapse_min_age &&
+  if (huge_pages_ && now - block->filled_at() >= options_.collapse_min_age &&
       block->MarkForCollapse())
     huge_pages_->Add(block);
 }
@@ -144,12 +150,12 @@ absl::StatusOr<BlockRead> BlockStore::Get(
     const BlockId& id, absl::Time deadline,
     const std::function<bool()>& cancelled, bool count_hit) {
   LARDER_RETURN_IF_ERROR(id.Validate());
-  last_use_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  const absl::Time now = Touch();
   {
     absl::MutexLock lock(&mu_);
     if (std::shared_ptr<const Block> b = LookupRam(id.Key())) {
       if (count_hit) metrics_->hits_ram.Increment();
-      NoteReread(b);
+      NoteReread(b, now);
       return BlockRead{std::move(b), BlockSource::kRam};
     }
   }
@@ -172,12 +178,12 @@ absl::StatusOr<BlockRead> BlockStore::Get(
 
 std::shared_ptr<const Block> BlockStore::TryGetCached(const BlockId& id) {
   if (!id.Validate().ok()) return nullptr;
-  last_use_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  const absl::Time now = Touch();
   absl::MutexLock lock(&mu_);
   std::shared_ptr<const Block> b = LookupRam(id.Key());
   if (b) {
     metrics_->hits_ram.Increment();
-    NoteReread(b);
+    NoteReread(b, now);
   }
   return b;
 }
@@ -195,9 +201,9 @@ void BlockStore::Prefetch(const BlockId& id) {
 }
 
 void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
-  last_use_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  Touch();
   absl::StatusOr<BlockRead> result = Load(id);
-  last_use_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  Touch();
   {
     absl::MutexLock lock(&mu_);
     flights_.erase(id.Key());

@@ -164,8 +164,10 @@ class BlockStore {
   // Looks in RAM (counting the hit); nullptr on a miss.
   std::shared_ptr<const Block> LookupRam(const BlockKey& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A reader found `block` in RAM: queue it for 2 MiB pages (once).
-  void NoteReread(const std::shared_ptr<const Block>& block);
+  // Records that a block was asked for now (for the promoter); returns now.
+  absl::Time Touch();
+  // A reader found `block` in RAM at `now`: queue it for 2 MiB pages (once).
+  void NoteReread(const std::shared_ptr<const Block>& block, absl::Time now);
   // Finds or starts the flight of `id`.
   std::shared_ptr<Flight> Join(const BlockId& id, bool* started);
   void RunFetch(BlockId id, std::shared_ptr<Flight> flight);

@@ -11,7 +11,6 @@
 namespace larder {
 namespace {
 
-constexpr uint64_t kHugePage = 2u << 20;
 constexpr int kMaxTries = 3;
 
 }  // namespace
@@ -34,7 +33,7 @@ HugePagePromoter::~HugePagePromoter() {
 }
 
 void HugePagePromoter::Add(const std::shared_ptr<const Block>& block) {
-  if (block == nullptr || block->length() < kHugePage) return;
+  if (block == nullptr || block->length() < Block::kHugePageSize) return;
   absl::MutexLock lock(&mu_);
   if (stop_ || unsupported_ || queue_.size() >= max_queued_) return;
   queue_.push_back(Item{block, 0});

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/process.h"
 #include "worker/block_store.h"
 #include "worker/testing/memory_store.h"
 
@@ -18,18 +19,13 @@ namespace {
 
 constexpr uint64_t kBlock = 4 << 20;
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i)
-    s[i] = static_cast<char>((i * 131 + seed * 7) >> 3);
-  return s;
-}
+using testing::PatternBytes;
 
-std::shared_ptr<const Block> MakeBlock(uint64_t length, int seed) {
+std::shared_ptr<const Block> MakeBlock(uint64_t length, uint64_t seed) {
   BlockId id{"m", "obj", "v1", 0, std::max<uint64_t>(length, kBlock), length};
   absl::StatusOr<BlockWriter> w = BlockWriter::Create(id);
   EXPECT_TRUE(w.ok()) << w.status();
-  const std::string data = Pattern(length, seed);
+  const std::string data = PatternBytes(length, seed);
   std::copy(data.begin(), data.end(), w->buffer().begin());
   absl::StatusOr<std::shared_ptr<const Block>> b = std::move(*w).Finish();
   EXPECT_TRUE(b.ok()) << b.status();
@@ -62,19 +58,20 @@ long PmdMappedKib(const void* addr) {
 TEST(BlockTest, CollapseMovesWholeHugePagesAndKeepsTheBytes) {
   const uint64_t length = 5 << 20;  // Two 2 MiB pages and a 1 MiB tail.
   std::shared_ptr<const Block> b = MakeBlock(length, 1);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data().data()) % (2 << 20), 0u)
+  EXPECT_EQ(
+      reinterpret_cast<uintptr_t>(b->data().data()) % Block::kHugePageSize, 0u)
       << "block mappings are 2 MiB-aligned";
   EXPECT_EQ(PmdMappedKib(b->data().data()), 0) << "filled in 4 KiB pages";
   absl::Status s = b->CollapseToHugePages();
   if (s.code() == absl::StatusCode::kUnimplemented) GTEST_SKIP() << s;
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(PmdMappedKib(b->data().data()), 4096);
-  EXPECT_EQ(b->data(), Pattern(length, 1));
+  EXPECT_EQ(b->data(), PatternBytes(length, 1));
   // The sealed memfd that clients read still has the same bytes.
   std::string via_fd(length, '\0');
   ASSERT_EQ(::pread(b->fd(), via_fd.data(), length, 0),
             static_cast<ssize_t>(length));
-  EXPECT_EQ(via_fd, Pattern(length, 1));
+  EXPECT_EQ(via_fd, PatternBytes(length, 1));
   // Blocks under 2 MiB have nothing to collapse.
   EXPECT_TRUE(MakeBlock(100 << 10, 2)->CollapseToHugePages().ok());
 }
@@ -100,14 +97,14 @@ TEST(HugePagePromoterTest, WaitsForQuietAndSkipsEvictedBlocks) {
   EXPECT_EQ(metrics.huge_page_collapses.Value(), 1);
   EXPECT_EQ(p.queued(), 0u);
   EXPECT_EQ(PmdMappedKib(kept->data().data()), 4096);
-  EXPECT_EQ(kept->data(), Pattern(kBlock, 3));
+  EXPECT_EQ(kept->data(), PatternBytes(kBlock, 3));
 }
 
 TEST(HugePagePromoterTest, BlockStoreQueuesBlocksThatAreReadAgain) {
   auto store = std::make_shared<testing::MemoryStore>();
   MountTable mounts;
   ASSERT_TRUE(mounts.Add("m", store, kBlock).ok());
-  const std::string data = Pattern(2 * kBlock, 6);
+  const std::string data = PatternBytes(2 * kBlock, 6);
   store->Put("obj", data);
   WorkerMetrics metrics;
   BlockStoreOptions o;
