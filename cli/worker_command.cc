@@ -46,6 +46,11 @@ ABSL_FLAG(std::string, block_size, "4MiB",
 ABSL_FLAG(bool, collapse_huge_pages, true,
           "worker: move RAM blocks into 2 MiB pages on idle CPU "
           "(MADV_COLLAPSE, Linux 6.1+); warm reads of them are faster.");
+ABSL_FLAG(std::string, object_file_max_size, "auto",
+          "worker: objects of two blocks or more up to this size keep their "
+          "RAM blocks in one memfd per object, which a FUSE daemon on this "
+          "node hands to the kernel whole (passthrough reads); they leave "
+          "RAM as a whole. auto: a quarter of --ram_capacity; 0: none.");
 ABSL_FLAG(std::string, fetch_subrange, "4MiB",
           "worker: a miss of a larger block is fetched as parallel ranged "
           "reads of this size.");
@@ -69,6 +74,7 @@ constexpr absl::string_view kUsage = R"(larder worker: run a cache worker.
   larder worker [--master=HOST:PORT] [--mount=NAME=URI[,NAME=URI...]] [--listen=127.0.0.1:7070]
                 [--short_circuit_socket=/run/larder/worker.sock] [--metrics_listen=127.0.0.1:7071]
                 [--ram_capacity=1GiB] [--ram_eviction=lru|none] [--collapse_huge_pages=true]
+                [--object_file_max_size=auto]
                 [--nvme=DIR:SIZE[,DIR:SIZE...]] [--nvme_reserve=1GiB] [--nvme_eviction=lru|none]
                 [--pin=PREFIX,...] [--ttl=PREFIX=DURATION,...] [--block_size=4MiB]
                 [--fetch_subrange=4MiB] [--fetch_threads=16]
@@ -97,6 +103,12 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   LARDER_ASSIGN_OR_RETURN(o.store.fetch_subrange_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_fetch_subrange)));
   o.store.collapse_huge_pages = absl::GetFlag(FLAGS_collapse_huge_pages);
+  if (const std::string max = absl::GetFlag(FLAGS_object_file_max_size);
+      max != "auto") {
+    LARDER_ASSIGN_OR_RETURN(uint64_t bytes, ParseBytes(max));
+    // 1 byte: no object has two blocks and fits, so none gets a memfd.
+    o.store.object_file_max_bytes = bytes == 0 ? 1 : bytes;
+  }
   o.master = MasterAddress();
   o.id = absl::GetFlag(FLAGS_worker_id);
   o.node = absl::GetFlag(FLAGS_node);

@@ -69,6 +69,7 @@ class FileImpl final : public File {
   absl::StatusOr<size_t> Read(uint64_t offset, absl::Span<char> out) override;
   absl::StatusOr<std::vector<LocalSlice>> ReadLocal(uint64_t offset,
                                                     uint64_t length) override;
+  absl::StatusOr<LocalSlice> OpenLocalObject() override;
 
  private:
   // Starts readahead for a sequential reader of [offset, end).
@@ -552,6 +553,34 @@ class ClientImpl final : public Client {
   // The block from the owner on this node, for zero-copy readers.
   // Unimplemented when the owner is elsewhere or fails (Read then fails
   // over).
+  // The object of `first` (block 0) lent whole by the worker on this node,
+  // if that worker owns every one of its `blocks` blocks.
+  absl::StatusOr<LocalSlice> LocalObject(const BlockId& first,
+                                         uint64_t blocks) {
+    std::string socket;
+    BlockId id = first;
+    for (id.index = 0; id.index < blocks; ++id.index) {
+      std::vector<v1::WorkerInfo> owners = Owners(id, 1);
+      if (owners.empty() || owners[0].node() != options_.node ||
+          owners[0].short_circuit_socket().empty() ||
+          (!socket.empty() && owners[0].short_circuit_socket() != socket))
+        return absl::UnimplementedError(
+            "the file's blocks are not all owned by the worker on this node");
+      socket = owners[0].short_circuit_socket();
+    }
+    LARDER_ASSIGN_OR_RETURN(std::shared_ptr<ShortCircuitClient> sc,
+                            TakeShortCircuit(socket));
+    absl::StatusOr<ShortCircuitClient::Lease> lease = sc->OpenObject(first);
+    if (!lease.ok()) {
+      if (!WorkerFailure(lease.status())) GiveShortCircuit(socket, sc);
+      return lease.status();
+    }
+    GiveShortCircuit(socket, sc);
+    auto held = std::make_shared<CachedLease>(sc, *lease);
+    return LocalSlice{lease->fd, 0, lease->length,
+                      std::shared_ptr<const void>(held, held.get())};
+  }
+
   absl::StatusOr<std::shared_ptr<CachedLease>> LocalLease(const BlockId& id) {
     std::vector<v1::WorkerInfo> owners = Owners(id, 1);
     if (!owners.empty() && owners[0].node() == options_.node) {
@@ -770,6 +799,13 @@ absl::StatusOr<std::vector<LocalSlice>> FileImpl::ReadLocal(uint64_t offset,
                              std::shared_ptr<const void>(lease, lease.get())});
   }
   return out;
+}
+
+absl::StatusOr<LocalSlice> FileImpl::OpenLocalObject() {
+  if (info_.size == 0)
+    return absl::FailedPreconditionError("an empty file has no memfd");
+  return client_->LocalObject(Block(0),
+                              BlockCount(info_.size, stat_.block_size()));
 }
 
 absl::StatusOr<size_t> FileImpl::Read(uint64_t offset, absl::Span<char> out) {

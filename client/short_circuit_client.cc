@@ -28,9 +28,11 @@ ShortCircuitClient::~ShortCircuitClient() {
 
 void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
                                    absl::Duration lease,
-                                   std::vector<absl::StatusOr<Lease>>* out) {
+                                   std::vector<absl::StatusOr<Lease>>* out,
+                                   bool whole_object) {
   v1::ShortCircuitRequest req;
-  req.set_op(v1::ShortCircuitRequest::OPEN);
+  req.set_op(whole_object ? v1::ShortCircuitRequest::EXPORT
+                          : v1::ShortCircuitRequest::OPEN);
   req.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
   for (size_t i = 0; i < n; ++i) {
     ToProto(ids[i], req.add_blocks());
@@ -86,6 +88,14 @@ ShortCircuitClient::OpenBatch(const std::vector<BlockId>& ids,
               &out);
   }
   return out;
+}
+
+absl::StatusOr<ShortCircuitClient::Lease> ShortCircuitClient::OpenObject(
+    const BlockId& id) {
+  std::vector<absl::StatusOr<Lease>> out;
+  absl::MutexLock lock(&mu_);
+  OpenChunk(&id, 1, absl::ZeroDuration(), &out, /*whole_object=*/true);
+  return std::move(out[0]);
 }
 
 absl::Status ShortCircuitClient::Release(Lease& lease) {

@@ -54,6 +54,13 @@ class ShortCircuitClient {
       const std::vector<BlockId>& ids,
       absl::Duration lease = absl::Seconds(30));
 
+  // The whole object `id` belongs to, as one read-only memfd of the
+  // object's length (offset 0), with every block leased until Release or
+  // until this connection closes: for FUSE passthrough. Errors:
+  // FailedPrecondition (not every block is in the worker's RAM, or the
+  // worker keeps the object block by block), Unavailable (worker gone).
+  absl::StatusOr<Lease> OpenObject(const BlockId& id);
+
   // Closes the fds and gives the leases back (one message, no reply).
   absl::Status Release(Lease& lease);
   absl::Status ReleaseBatch(std::vector<Lease>& leases);
@@ -73,8 +80,8 @@ class ShortCircuitClient {
   explicit ShortCircuitClient(int sock) : sock_(sock) {}
   // One OPEN exchange for at most kMaxFramesFds blocks, appended to `out`.
   void OpenChunk(const BlockId* ids, size_t n, absl::Duration lease,
-                 std::vector<absl::StatusOr<Lease>>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                 std::vector<absl::StatusOr<Lease>>* out,
+                 bool whole_object = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
   int sock_ ABSL_GUARDED_BY(mu_);
 };

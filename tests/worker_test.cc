@@ -4,6 +4,7 @@
 // through short-circuit, restart warmth after kill -9, corruption on disk, a
 // full NVMe directory, single-flight across RPCs, graceful SIGTERM.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 
@@ -129,8 +130,16 @@ TEST_F(WorkerTest, ReadsThroughGrpcAndShortCircuitAreByteExact) {
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ(lease->length, Block(2).length());
   std::string tail(100, '\0');
-  ASSERT_EQ(::pread(lease->fd, tail.data(), 100, 5), 100);
+  ASSERT_EQ(::pread(lease->fd, tail.data(), 100,
+                    static_cast<off_t>(lease->offset + 5)),
+            100);
   EXPECT_EQ(tail, data_.substr(2 * kBlock + 5, 100));
+  // The fd is the worker's cache: a client can neither write it nor map it
+  // writable (the memfd is sealed).
+  EXPECT_EQ(::pwrite(lease->fd, "x", 1, static_cast<off_t>(lease->offset)), -1);
+  EXPECT_EQ(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, lease->fd, 0),
+      MAP_FAILED);
   EXPECT_TRUE((*sc)->Release(*lease).ok());
 
   auto small_info = store_->Stat("small.txt");

@@ -72,14 +72,60 @@ absl::Status Block::CollapseToHugePages() const {
   }
 }
 
+absl::StatusOr<std::shared_ptr<ObjectFile>> ObjectFile::Create(uint64_t size) {
+  if (size == 0) return absl::InvalidArgumentError("empty object");
+  int fd = ::memfd_create("larder-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("memfd_create: ", std::strerror(errno)));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("ftruncate memfd: ", std::strerror(err)));
+  }
+  absl::StatusOr<char*> data = MapBlock(fd, size);
+  if (!data.ok()) {
+    ::close(fd);
+    return data.status();
+  }
+  // Sealed before the first byte is written: the mapping above stays
+  // writable, every other (and every fd handed out) is read-only.
+  if (::fcntl(fd, F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE |
+                  F_SEAL_SEAL) != 0) {
+    int err = errno;
+    ::munmap(*data, size);
+    ::close(fd);
+    return absl::InternalError(
+        absl::StrCat("sealing object memfd: ", std::strerror(err)));
+  }
+  return std::shared_ptr<ObjectFile>(new ObjectFile(fd, *data, size));
+}
+
+ObjectFile::~ObjectFile() {
+  ::munmap(data_, size_);
+  ::close(fd_);
+}
+
 Block::~Block() {
+  if (object_) return;  // The object's mapping and fd.
   ::munmap(data_, length_);
   ::close(fd_);
 }
 
-absl::StatusOr<BlockWriter> BlockWriter::Create(BlockId id) {
+absl::StatusOr<BlockWriter> BlockWriter::Create(
+    BlockId id, std::shared_ptr<const ObjectFile> object) {
   const uint64_t length = id.length();
   if (length == 0) return absl::InvalidArgumentError("empty block");
+  if (object) {
+    if (object->size() != id.object_size)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "object memfd of ", object->size(), " bytes for ", id.DebugString()));
+    char* data = object->data() + id.offset();
+    return BlockWriter(std::move(id), -1, data, length, std::move(object));
+  }
   int fd = ::memfd_create("larder-block", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     return absl::ResourceExhaustedError(
@@ -96,24 +142,35 @@ absl::StatusOr<BlockWriter> BlockWriter::Create(BlockId id) {
     ::close(fd);
     return data.status();
   }
-  return BlockWriter(std::move(id), fd, *data, length);
+  return BlockWriter(std::move(id), fd, *data, length, nullptr);
 }
 
 BlockWriter::BlockWriter(BlockWriter&& other) noexcept
     : id_(std::move(other.id_)),
       fd_(other.fd_),
       data_(other.data_),
-      length_(other.length_) {
+      length_(other.length_),
+      object_(std::move(other.object_)) {
   other.fd_ = -1;
   other.data_ = nullptr;
 }
 
 BlockWriter::~BlockWriter() {
-  if (data_ != nullptr) ::munmap(data_, length_);
+  // An unfinished block in an object memfd leaves its range to the next
+  // fill of the same block (the seals forbid punching it out).
+  if (data_ != nullptr && !object_) ::munmap(data_, length_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 absl::StatusOr<std::shared_ptr<const Block>> BlockWriter::Finish() && {
+  if (object_) {
+    BlockKey key = id_.Key();
+    const uint64_t offset = id_.offset();
+    std::shared_ptr<const Block> block(new Block(
+        std::move(id_), key, -1, data_, length_, std::move(object_), offset));
+    data_ = nullptr;
+    return block;
+  }
   // F_SEAL_FUTURE_WRITE forbids new writable mappings and write(2) while our
   // own mapping stays usable, so the pages need not be faulted in again.
   if (::fcntl(fd_, F_ADD_SEALS,
@@ -124,7 +181,7 @@ absl::StatusOr<std::shared_ptr<const Block>> BlockWriter::Finish() && {
   }
   BlockKey key = id_.Key();
   std::shared_ptr<const Block> block(
-      new Block(std::move(id_), key, fd_, data_, length_));
+      new Block(std::move(id_), key, fd_, data_, length_, nullptr, 0));
   fd_ = -1;
   data_ = nullptr;
   return block;

@@ -10,10 +10,17 @@
 // grow or shrink by anyone, the client included), so a block is immutable
 // for its whole life.
 //
+// Blocks of an object of several blocks may instead live in one memfd for
+// the whole object (ObjectFile), each at its offset in the object, so that a
+// fully cached object is one file the kernel can read directly (FUSE
+// passthrough). Such a memfd is sealed against writes, growth and shrinking
+// from the start: only the worker's own mapping, made before sealing, writes
+// the blocks in, and bytes once written never change.
+//
 // Lifetime: blocks are shared (std::shared_ptr<const Block>); the memory is
 // released when the last holder (cache tier, in-flight read, pending NVMe
-// write) lets go. A client that received the fd keeps the pages alive by
-// itself until it closes it.
+// write) lets go; an object memfd when the last block of it goes. A client
+// that received the fd keeps the pages alive by itself until it closes it.
 //
 // Usage:
 //
@@ -35,6 +42,37 @@
 
 namespace larder {
 
+// One memfd sized to a whole object, mapped once read-write (2 MiB-aligned)
+// by the worker and sealed (F_SEAL_FUTURE_WRITE, no shrink or grow) before
+// any block is written: holders of the fd can only read it. Thread-safe.
+class ObjectFile {
+ public:
+  // Errors: ResourceExhausted (out of memory, address space or fds),
+  // Internal (sealing failed).
+  static absl::StatusOr<std::shared_ptr<ObjectFile>> Create(uint64_t size);
+  ~ObjectFile();
+  ObjectFile(const ObjectFile&) = delete;
+  ObjectFile& operator=(const ObjectFile&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+  char* data() const { return data_; }
+
+  // Handed out whole (FUSE passthrough): its bytes must stay as they are
+  // for as long as anyone holds the fd, so the worker drops the object as
+  // a whole rather than block by block. Sticky.
+  void MarkExported() const { exported_ = true; }
+  bool exported() const { return exported_; }
+
+ private:
+  ObjectFile(int fd, char* data, uint64_t size)
+      : fd_(fd), data_(data), size_(size) {}
+  const int fd_;
+  char* const data_;
+  const uint64_t size_;
+  mutable std::atomic<bool> exported_{false};
+};
+
 class Block {
  public:
   // The size of a transparent huge page (x86-64, arm64 with 4 KiB pages).
@@ -48,8 +86,12 @@ class Block {
   const BlockKey& key() const { return key_; }
   uint64_t length() const { return length_; }
   absl::string_view data() const { return {data_, length_}; }
-  // The sealed memfd; owned by the block. Dup it to pass it on.
-  int fd() const { return fd_; }
+  // The sealed memfd holding the bytes at offset(): the block's own, or its
+  // object's. Owned by the block (or its object). Dup it to pass it on.
+  int fd() const { return object_ ? object_->fd() : fd_; }
+  uint64_t offset() const { return offset_; }
+  // The object memfd this block lives in; null for a memfd of its own.
+  const std::shared_ptr<const ObjectFile>& object() const { return object_; }
 
   // Moves the block's memory into 2 MiB pages (MADV_COLLAPSE; the tail short
   // of 2 MiB stays in 4 KiB pages). The bytes do not change and readers may
@@ -68,14 +110,23 @@ class Block {
 
  private:
   friend class BlockWriter;
-  Block(BlockId id, BlockKey key, int fd, char* data, uint64_t length)
-      : id_(std::move(id)), key_(key), fd_(fd), data_(data), length_(length) {}
+  Block(BlockId id, BlockKey key, int fd, char* data, uint64_t length,
+        std::shared_ptr<const ObjectFile> object, uint64_t offset)
+      : id_(std::move(id)),
+        key_(key),
+        fd_(fd),
+        data_(data),
+        length_(length),
+        object_(std::move(object)),
+        offset_(offset) {}
 
   const BlockId id_;
   const BlockKey key_;
-  const int fd_;
-  char* const data_;  // Shared mapping of fd_, length_ bytes, 2 MiB-aligned.
+  const int fd_;      // -1 when the block lives in object_.
+  char* const data_;  // Shared mapping, length_ bytes, 2 MiB-aligned.
   const uint64_t length_;
+  const std::shared_ptr<const ObjectFile> object_;
+  const uint64_t offset_;  // Of data_ in fd().
   const absl::Time filled_at_ = absl::Now();
   mutable std::atomic<bool> collapse_marked_{false};
 };
@@ -84,8 +135,11 @@ class Block {
 // several threads at disjoint offsets.
 class BlockWriter {
  public:
-  // Errors: ResourceExhausted (out of memory or file descriptors).
-  static absl::StatusOr<BlockWriter> Create(BlockId id);
+  // A block in a memfd of its own, or at its offset in `object` (which
+  // must be sized to the block's object). Errors: ResourceExhausted (out of
+  // memory or file descriptors), InvalidArgument.
+  static absl::StatusOr<BlockWriter> Create(
+      BlockId id, std::shared_ptr<const ObjectFile> object = nullptr);
 
   BlockWriter(BlockWriter&& other) noexcept;
   BlockWriter& operator=(BlockWriter&&) = delete;
@@ -97,13 +151,19 @@ class BlockWriter {
   absl::StatusOr<std::shared_ptr<const Block>> Finish() &&;
 
  private:
-  BlockWriter(BlockId id, int fd, char* data, uint64_t length)
-      : id_(std::move(id)), fd_(fd), data_(data), length_(length) {}
+  BlockWriter(BlockId id, int fd, char* data, uint64_t length,
+              std::shared_ptr<const ObjectFile> object)
+      : id_(std::move(id)),
+        fd_(fd),
+        data_(data),
+        length_(length),
+        object_(std::move(object)) {}
 
   BlockId id_;
   int fd_ = -1;
   char* data_ = nullptr;
   uint64_t length_ = 0;
+  std::shared_ptr<const ObjectFile> object_;
 };
 
 }  // namespace larder

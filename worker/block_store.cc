@@ -13,6 +13,13 @@
 namespace larder {
 namespace {
 constexpr size_t kMaxJournal = 1 << 20;
+
+// An object's memfd is found by the key of its block 0.
+BlockKey ObjectKey(const BlockId& id) {
+  BlockId first = id;
+  first.index = 0;
+  return first.Key();
+}
 }  // namespace
 
 absl::string_view BlockSourceName(BlockSource source) {
@@ -221,7 +228,8 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
                      "): stale mount table"));
   }
   if (nvme_ && nvme_->Contains(id.Key())) {
-    absl::StatusOr<std::shared_ptr<const Block>> b = nvme_->Read(id);
+    absl::StatusOr<std::shared_ptr<const Block>> b =
+        nvme_->Read(id, ObjectFor(id));
     if (b.ok()) {
       metrics_->hits_nvme.Increment();
       AdmitRam(*b);
@@ -260,7 +268,8 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
 absl::StatusOr<std::shared_ptr<const Block>> BlockStore::FetchFromUnderStore(
     const BlockId& id) {
   LARDER_ASSIGN_OR_RETURN(Mount mount, mounts_->Get(id.mount));
-  LARDER_ASSIGN_OR_RETURN(BlockWriter writer, BlockWriter::Create(id));
+  LARDER_ASSIGN_OR_RETURN(BlockWriter writer,
+                          BlockWriter::Create(id, ObjectFor(id)));
   absl::Span<char> buf = writer.buffer();
   const uint64_t sub =
       std::max<uint64_t>(options_.fetch_subrange_bytes, 64 << 10);
@@ -306,18 +315,131 @@ absl::StatusOr<std::shared_ptr<const Block>> BlockStore::FetchFromUnderStore(
   return std::move(writer).Finish();
 }
 
-void BlockStore::AdmitRam(const std::shared_ptr<const Block>& block) {
-  std::vector<std::shared_ptr<const Block>> evicted;
-  bool admitted;
+std::shared_ptr<const ObjectFile> BlockStore::ObjectFor(const BlockId& id) {
+  const uint64_t max = options_.object_file_max_bytes != 0
+                           ? options_.object_file_max_bytes
+                           : options_.ram_capacity_bytes / 4;
+  if (id.object_size <= id.block_size || id.object_size > max ||
+      id.block_size % 4096 != 0)
+    return nullptr;
+  const BlockKey key = ObjectKey(id);
   {
     absl::MutexLock lock(&mu_);
+    if (auto it = objects_.find(key); it != objects_.end()) {
+      if (std::shared_ptr<const ObjectFile> o = it->second.lock()) return o;
+    }
+  }
+  absl::StatusOr<std::shared_ptr<ObjectFile>> created =
+      ObjectFile::Create(id.object_size);
+  if (!created.ok()) {
+    // The block gets a memfd of its own; only passthrough is lost.
+    LARDER_LOG(WARNING, "ram.object_file")
+        .Field("block", id.DebugString())
+        .Field("status", created.status());
+    return nullptr;
+  }
+  absl::MutexLock lock(&mu_);
+  std::weak_ptr<const ObjectFile>& slot = objects_[key];
+  if (std::shared_ptr<const ObjectFile> o = slot.lock()) return o;  // Raced.
+  slot = *created;
+  // Forget memfds whose blocks all left by other ways (TTL, eviction).
+  if (objects_.size() >= 2 * objects_swept_ + 1024) {
+    absl::erase_if(objects_,
+                   [](const auto& kv) { return kv.second.expired(); });
+    objects_swept_ = objects_.size();
+  }
+  return *std::move(created);
+}
+
+void BlockStore::RetireObjects(
+    std::vector<std::shared_ptr<const Block>>* removed) {
+  for (size_t i = 0; i < removed->size(); ++i) {
+    std::shared_ptr<const ObjectFile> object = (*removed)[i]->object();
+    if (!object) continue;
+    const BlockKey key = ObjectKey((*removed)[i]->id());
+    auto it = objects_.find(key);
+    if (it == objects_.end() || it->second.lock() != object) continue;
+    objects_.erase(it);
+    BlockId sibling = (*removed)[i]->id();
+    const uint64_t blocks = BlockCount(sibling.object_size, sibling.block_size);
+    for (sibling.index = 0; sibling.index < blocks; ++sibling.index) {
+      const BlockKey k = sibling.Key();
+      auto* e = ram_.Find(k, absl::InfinitePast());
+      if (e == nullptr || e->value->object() != object) continue;
+      removed->push_back(*ram_.Erase(k));
+    }
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
+    const BlockId& id) {
+  LARDER_RETURN_IF_ERROR(id.Validate());
+  const absl::Time now = Touch();
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(ObjectKey(id));
+  std::shared_ptr<const ObjectFile> object =
+      it == objects_.end() ? nullptr : it->second.lock();
+  if (!object) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        id.mount, "/", id.path, " is not cached as one memfd on this worker"));
+  }
+  BlockId b = id;
+  const uint64_t blocks = BlockCount(id.object_size, id.block_size);
+  std::vector<std::shared_ptr<const Block>> found;
+  for (b.index = 0; b.index < blocks; ++b.index) {
+    std::shared_ptr<const Block> block = LookupRam(b.Key());
+    if (!block || block->object() != object) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("block ", b.index, " of ", id.mount, "/", id.path,
+                       " is not in this worker's RAM"));
+    }
+    found.push_back(std::move(block));
+  }
+  for (const auto& block : found) {
+    ram_.Lease(block->key(), absl::InfiniteFuture());
+    metrics_->hits_ram.Increment();
+    NoteReread(block, now);
+  }
+  leases_ += static_cast<int>(found.size());
+  metrics_->leases.Set(leases_);
+  object->MarkExported();
+  return object;
+}
+
+void BlockStore::UnexportObject(const BlockId& id) {
+  absl::MutexLock lock(&mu_);
+  BlockId b = id;
+  const uint64_t blocks = BlockCount(id.object_size, id.block_size);
+  for (b.index = 0; b.index < blocks; ++b.index) {
+    ram_.Unlease(b.Key());
+    if (leases_ > 0) --leases_;
+  }
+  metrics_->leases.Set(leases_);
+}
+
+void BlockStore::AdmitRam(const std::shared_ptr<const Block>& block) {
+  std::vector<std::shared_ptr<const Block>> evicted;
+  bool admitted = false;
+  {
+    absl::MutexLock lock(&mu_);
+    // A block of an object memfd retired while it was filled is not kept:
+    // it would hold the whole retired memfd in memory.
+    bool current = true;
+    if (const auto& object = block->object()) {
+      auto it = objects_.find(ObjectKey(block->id()));
+      current = it != objects_.end() && it->second.lock() == object;
+    }
     const uint64_t before = ram_.evictions();
-    admitted =
-        ram_.Admit(block->key(), block, block->length(),
-                   options_.rules.Pinned(block->id()),
-                   options_.rules.Ttl(block->id()), absl::Now(), &evicted);
-    metrics_->evictions_ram.Increment(
-        static_cast<double>(ram_.evictions() - before));
+    if (current) {
+      admitted =
+          ram_.Admit(block->key(), block, block->length(),
+                     options_.rules.Pinned(block->id()),
+                     options_.rules.Ttl(block->id()), absl::Now(), &evicted);
+    }
+    const size_t direct = evicted.size();
+    RetireObjects(&evicted);
+    metrics_->evictions_ram.Increment(static_cast<double>(
+        ram_.evictions() - before + (evicted.size() - direct)));
   }
   if (!admitted) {
     LARDER_LOG(DEBUG, "ram.not_admitted")
@@ -380,13 +502,16 @@ size_t BlockStore::Evict(const std::vector<BlockId>& ids) {
   std::vector<BlockKey> keys;
   {
     absl::MutexLock lock(&mu_);
+    std::vector<std::shared_ptr<const Block>> gone;
     for (const BlockId& id : ids) {
       keys.push_back(id.Key());
-      if (ram_.Erase(keys.back())) {
-        ++n;
-        if (journal_removed_.size() < kMaxJournal)
-          journal_removed_.push_back(keys.back());
-      }
+      if (auto b = ram_.Erase(keys.back())) gone.push_back(*std::move(b));
+    }
+    RetireObjects(&gone);
+    n = gone.size();
+    for (const auto& b : gone) {
+      if (journal_removed_.size() < kMaxJournal)
+        journal_removed_.push_back(b->key());
     }
   }
   if (nvme_) n += nvme_->Erase(keys);
@@ -402,6 +527,7 @@ size_t BlockStore::EvictPrefix(absl::string_view prefix) {
           return absl::StartsWith(
               absl::StrCat(b->id().mount, "/", b->id().path), prefix);
         });
+    RetireObjects(&gone);
     n = gone.size();
     for (const auto& b : gone) {
       if (journal_removed_.size() < kMaxJournal)

@@ -66,6 +66,11 @@ struct BlockStoreOptions {
   // new blocks are not written: RAM-only for them). Defaults 2 and 256.
   int nvme_write_threads = 2;
   size_t max_pending_nvme_writes = 256;
+  // Objects of two blocks or more and at most this size keep their RAM
+  // blocks in one memfd per object (block.h), which a local FUSE daemon can
+  // hand to the kernel whole (ExportObject); such an object leaves RAM as a
+  // whole. 0: a quarter of the RAM capacity.
+  uint64_t object_file_max_bytes = 0;
   // Move RAM blocks that are read again into 2 MiB pages in the
   // background, on idle CPU (see huge_pages.h). Default true.
   bool collapse_huge_pages = true;
@@ -130,6 +135,18 @@ class BlockStore {
   bool Lease(const BlockKey& key, absl::Time until);
   void Unlease(const BlockKey& key);
 
+  // Lends a whole cached object as one read-only memfd (FUSE passthrough:
+  // the kernel reads it without asking anyone): `id` names any block of it.
+  // Every block of the object is leased until UnexportObject, so the worker
+  // keeps counting the memory the reader uses; the bytes stay valid for as
+  // long as anyone holds the fd, whatever the worker does. Counts one RAM
+  // hit per block. Errors: FailedPrecondition (not every block is in RAM,
+  // or the object is not kept as one memfd: see object_file_max_bytes),
+  // InvalidArgument.
+  absl::StatusOr<std::shared_ptr<const ObjectFile>> ExportObject(
+      const BlockId& id);
+  void UnexportObject(const BlockId& id);
+
   // Drops blocks from every tier; returns how many entries were removed.
   size_t Evict(const std::vector<BlockId>& ids);
   size_t EvictPrefix(absl::string_view mount_path_prefix);
@@ -172,6 +189,15 @@ class BlockStore {
   std::shared_ptr<Flight> Join(const BlockId& id, bool* started);
   void RunFetch(BlockId id, std::shared_ptr<Flight> flight);
   absl::StatusOr<BlockRead> Load(const BlockId& id);
+  // The memfd the blocks of id's object live in (created on first use);
+  // null for objects that keep a memfd per block.
+  std::shared_ptr<const ObjectFile> ObjectFor(const BlockId& id);
+  // Blocks of an object memfd leave RAM together: for every block of
+  // `removed` that lived in one, removes its siblings from RAM too
+  // (appending them to `removed`) and forgets the memfd, so that it is
+  // freed once the last reader lets go and a refetch starts a new one.
+  void RetireObjects(std::vector<std::shared_ptr<const Block>>* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<const Block>> FetchFromUnderStore(
       const BlockId& id);
   void AdmitRam(const std::shared_ptr<const Block>& block);
@@ -186,6 +212,10 @@ class BlockStore {
   CacheIndex<std::shared_ptr<const Block>> ram_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BlockKey, std::shared_ptr<Flight>> flights_
       ABSL_GUARDED_BY(mu_);
+  // Object memfds by the key of the object's block 0.
+  absl::flat_hash_map<BlockKey, std::weak_ptr<const ObjectFile>> objects_
+      ABSL_GUARDED_BY(mu_);
+  size_t objects_swept_ ABSL_GUARDED_BY(mu_) = 0;  // Size after last sweep.
   size_t pending_nvme_writes_ ABSL_GUARDED_BY(mu_) = 0;
   int leases_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t nvme_evictions_reported_ ABSL_GUARDED_BY(mu_) =

@@ -1,6 +1,9 @@
 // Copyright 2026 The Larder Authors.
 #include "worker/block_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <thread>
 
@@ -256,6 +259,100 @@ TEST_F(BlockStoreTest, PinnedBlocksSurvivePressure) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, BlockSource::kRam);
   EXPECT_EQ(store_->reads(), reads);
+}
+
+TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
+  const std::string data = Pattern(3 * kBlock - 100, 9);
+  store_->Put("shard", data);
+  auto bs = Make();
+  // Not cached yet, then cached in part: not lent.
+  EXPECT_EQ(bs->ExportObject(Id("shard", 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<std::shared_ptr<const Block>> blocks;
+  for (uint64_t i = 0; i < 3; ++i) {
+    if (i == 2) {
+      EXPECT_EQ(bs->ExportObject(Id("shard", 0)).status().code(),
+                absl::StatusCode::kFailedPrecondition);
+    }
+    auto r = bs->Get(Id("shard", i));
+    ASSERT_TRUE(r.ok()) << r.status();
+    blocks.push_back(r->block);
+    EXPECT_EQ(r->block->offset(), i * kBlock);
+    EXPECT_EQ(r->block->fd(), blocks[0]->fd());
+    std::string via_fd(r->block->length(), '\0');
+    ASSERT_EQ(::pread(r->block->fd(), via_fd.data(), via_fd.size(),
+                      static_cast<off_t>(r->block->offset())),
+              static_cast<ssize_t>(via_fd.size()));
+    EXPECT_EQ(via_fd, data.substr(i * kBlock, r->block->length()));
+  }
+  auto object = bs->ExportObject(Id("shard", 2));
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->size(), data.size());
+  std::string whole(data.size() + 1, '\0');
+  EXPECT_EQ(::pread((*object)->fd(), whole.data(), whole.size(), 0),
+            static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(whole.substr(0, data.size()), data);
+  // Whoever holds the fd can only read it.
+  EXPECT_EQ(::pwrite((*object)->fd(), "x", 1, 0), -1);
+  EXPECT_EQ(::ftruncate((*object)->fd(), 1), -1);
+  EXPECT_EQ(::fallocate((*object)->fd(),
+                        FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096),
+            -1);
+  EXPECT_EQ(bs->GetStats().leases, 3u);
+  bs->UnexportObject(Id("shard", 0));
+  EXPECT_EQ(bs->GetStats().leases, 0u);
+
+  // Single-block and larger-than-the-limit objects keep a memfd per block.
+  store_->Put("small", Pattern(1000, 1));
+  auto small = bs->Get(Id("small", 0));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->block->object(), nullptr);
+  EXPECT_EQ(small->block->offset(), 0u);
+  BlockStoreOptions o;
+  o.object_file_max_bytes = 2 * kBlock;
+  auto limited = Make(o);
+  auto r = limited->Get(Id("shard", 0));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->block->object(), nullptr);
+  EXPECT_EQ(limited->ExportObject(Id("shard", 0)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(BlockStoreTest, AnObjectLeavesRamWholeAndLentBytesOutliveIt) {
+  const std::string a = Pattern(2 * kBlock, 1), b = Pattern(2 * kBlock, 2);
+  store_->Put("a", a);
+  store_->Put("b", b);
+  store_->Put("c", Pattern(kBlock, 3));
+  BlockStoreOptions o;
+  o.ram_capacity_bytes = 4 * kBlock;
+  o.object_file_max_bytes = 2 * kBlock;
+  auto bs = Make(o);
+  for (const char* name : {"a", "b"}) {
+    for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(bs->Get(Id(name, i)).ok());
+  }
+  // Lent while cached: pressure does not evict it.
+  auto lent = bs->ExportObject(Id("a", 0));
+  ASSERT_TRUE(lent.ok()) << lent.status();
+  ASSERT_TRUE(bs->Get(Id("c", 0)).ok());
+  EXPECT_EQ(bs->GetStats().ram_blocks, 3u);  // a (2) and c; b left whole.
+  EXPECT_EQ(bs->Get(Id("a", 1))->source, BlockSource::kRam);
+  EXPECT_EQ(bs->Get(Id("b", 0))->source, BlockSource::kUnderStore);
+  // b's block 0 came back alone (c went); a is still lent.
+  bs->UnexportObject(Id("a", 0));
+  // Now a is the least recently used: b's block 1 pushes both of a's out.
+  ASSERT_TRUE(bs->Get(Id("b", 1)).ok());
+  ASSERT_TRUE(bs->Get(Id("c", 0)).ok());
+  EXPECT_LE(bs->GetStats().ram_used, 4 * kBlock);
+  const int reads = store_->reads();
+  EXPECT_EQ(bs->Get(Id("a", 0))->source, BlockSource::kUnderStore);
+  EXPECT_EQ(store_->reads(), reads + 1);
+  // The fd lent before keeps a's bytes, whatever the worker did since.
+  std::string whole(a.size(), '\0');
+  EXPECT_EQ(::pread((*lent)->fd(), whole.data(), whole.size(), 0),
+            static_cast<ssize_t>(a.size()));
+  EXPECT_TRUE(whole == a);
+  // The refetched block lives in a new memfd, not the lent one.
+  EXPECT_NE(bs->Get(Id("a", 0))->block->object(), *lent);
 }
 
 }  // namespace

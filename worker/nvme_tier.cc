@@ -292,7 +292,8 @@ void NvmeTier::Degrade(int dir, absl::string_view why) {
       .Field("retry_in", absl::Seconds(30));
 }
 
-absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(const BlockId& id) {
+absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(
+    const BlockId& id, std::shared_ptr<const ObjectFile> object) {
   const BlockKey key = id.Key();
   std::string path;
   bool expired = false;
@@ -347,7 +348,7 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(const BlockId& id) {
     return drop(
         absl::DataLossError(absl::StrCat(path, ": holds another block")));
   }
-  absl::StatusOr<BlockWriter> w = BlockWriter::Create(id);
+  absl::StatusOr<BlockWriter> w = BlockWriter::Create(id, std::move(object));
   if (!w.ok()) {
     ::close(fd);
     return w.status();

@@ -91,8 +91,10 @@ class NvmeTier {
 
   // Reads and verifies a block. Errors: NotFound (not in the tier), DataLoss
   // (checksum or header mismatch; the file was removed), Unavailable (I/O
-  // error), ResourceExhausted (no memory for the block).
-  absl::StatusOr<std::shared_ptr<const Block>> Read(const BlockId& id);
+  // error), ResourceExhausted (no memory for the block). The block is read
+  // into `object` when given (see BlockWriter::Create).
+  absl::StatusOr<std::shared_ptr<const Block>> Read(
+      const BlockId& id, std::shared_ptr<const ObjectFile> object = nullptr);
 
   // Writes a block (replacing an older copy). Errors: ResourceExhausted (no
   // directory can take it: capacity under policy none, reserve, degraded),

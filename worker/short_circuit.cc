@@ -56,8 +56,10 @@ void ShortCircuitServer::AcceptLoop() {
 }
 
 void ShortCircuitServer::Serve(int conn) {
-  // Leases held by this connection: id -> block key.
+  // Leases held by this connection: id -> block key, and exported objects:
+  // id -> a block of the object.
   absl::flat_hash_map<uint64_t, BlockKey> leases;
+  absl::flat_hash_map<uint64_t, BlockId> exports;
   uint64_t next_lease = 1;
   std::string frame;
   for (;;) {
@@ -68,6 +70,7 @@ void ShortCircuitServer::Serve(int conn) {
     v1::ShortCircuitResponse resp;
     std::vector<std::shared_ptr<const Block>>
         hold;  // Keeps the fds valid until sent.
+    std::shared_ptr<const ObjectFile> object_hold;
     std::vector<int> fds;
     if (!req.ParseFromString(frame)) {
       resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -78,9 +81,34 @@ void ShortCircuitServer::Serve(int conn) {
         if (auto it = leases.find(id); it != leases.end()) {
           store_->Unlease(it->second);
           leases.erase(it);
+        } else if (auto e = exports.find(id); e != exports.end()) {
+          store_->UnexportObject(e->second);
+          exports.erase(e);
         }
       }
       continue;
+    } else if (req.op() == v1::ShortCircuitRequest::EXPORT) {
+      v1::ShortCircuitGrant* g = resp.add_grants();
+      const BlockId id =
+          req.blocks_size() == 1 ? FromProto(req.blocks(0)) : BlockId{};
+      absl::StatusOr<std::shared_ptr<const ObjectFile>> object =
+          req.blocks_size() == 1
+              ? store_->ExportObject(id)
+              : absl::InvalidArgumentError("EXPORT names one block");
+      if (!object.ok()) {
+        g->set_code(static_cast<int>(object.status().code()));
+        g->set_message(std::string(object.status().message()));
+      } else {
+        exports[next_lease] = id;
+        g->set_lease_id(next_lease++);
+        g->set_offset(0);
+        g->set_length((*object)->size());
+        g->set_source("ram");
+        fds.push_back((*object)->fd());
+        CountServed(metrics_, BlockSource::kRam, (*object)->size(),
+                    ServePath::kShortCircuit);
+        object_hold = *std::move(object);
+      }
     } else if (req.blocks_size() == 0 ||
                static_cast<size_t>(req.blocks_size()) > kMaxFramesFds) {
       resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -111,7 +139,7 @@ void ShortCircuitServer::Serve(int conn) {
         }
         g->set_lease_ms(
             static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
-        g->set_offset(0);
+        g->set_offset(b.offset());
         g->set_length(b.length());
         g->set_source(std::string(BlockSourceName(r->source)));
         fds.push_back(b.fd());
@@ -122,6 +150,7 @@ void ShortCircuitServer::Serve(int conn) {
     if (!SendFrame(conn, resp.SerializeAsString(), fds).ok()) break;
   }
   for (const auto& [id, key] : leases) store_->Unlease(key);
+  for (const auto& [id, block] : exports) store_->UnexportObject(block);
   absl::MutexLock lock(&mu_);
   connections_.erase(conn);
   ::close(conn);

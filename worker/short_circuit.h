@@ -16,6 +16,10 @@
 // `max_lease`). Memory safety does not depend on the lease: the client's
 // descriptor keeps the sealed pages alive even if the block is evicted.
 //
+// EXPORT lends a whole object cached in RAM as one read-only memfd (the
+// local FUSE daemon hands it to the kernel: passthrough reads), leasing
+// every block of it until RELEASE or the connection closes.
+//
 // One thread per connection (clients keep one connection per process or per
 // loader thread). Thread-safe; Stop() closes the socket and every connection.
 #ifndef LARDER_WORKER_SHORT_CIRCUIT_H_

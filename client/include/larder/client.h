@@ -121,6 +121,14 @@ class File {
   // then call Read, which fails over.
   virtual absl::StatusOr<std::vector<LocalSlice>> ReadLocal(
       uint64_t offset, uint64_t length) = 0;
+  // The whole file as one descriptor lent by the worker on this node:
+  // [0, size) of fd, a read-only memfd whose bytes never change; the
+  // worker keeps every block of the file in RAM until `hold` is dropped.
+  // For FUSE passthrough (the kernel reads the fd itself). Unimplemented
+  // when a block's owner is not on this node; FailedPrecondition when the
+  // worker does not hold every block in RAM, or keeps the object block by
+  // block (larger than its --object_file_max_size).
+  virtual absl::StatusOr<LocalSlice> OpenLocalObject() = 0;
 };
 
 class Client {
