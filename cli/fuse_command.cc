@@ -40,6 +40,10 @@ ABSL_FLAG(std::string, direct_io_min_size, "64MiB",
           "fuse: files at least this large bypass the kernel page cache "
           "(direct_io: one copy, from the worker's memory into the reader's "
           "buffer); 0 = every file, off = none.");
+ABSL_FLAG(bool, passthrough, true,
+          "fuse: hand large files the worker on this node holds whole in RAM "
+          "to the kernel as its memfd (FUSE passthrough, Linux 6.9+): reads "
+          "then bypass this daemon.");
 ABSL_FLAG(std::string, kernel_read_ahead, "8MiB",
           "fuse: kernel readahead window of the mount (0 = kernel default).");
 ABSL_FLAG(int, fuse_threads, 32, "fuse: most requests served at once.");
@@ -65,7 +69,7 @@ constexpr absl::string_view kUsage =
   larder fuse MOUNTPOINT [--master=HOST:PORT] [--daemon]
               [--attr_timeout=10s] [--entry_timeout=10s] [--negative_timeout=1s]
               [--keep_cache=true] [--max_read=4MiB] [--kernel_read_ahead=8MiB]
-              [--direct_io_min_size=64MiB]
+              [--direct_io_min_size=64MiB] [--passthrough=true]
               [--fuse_threads=32] [--allow_other=true] [--auto_unmount=true]
               [--fuse_metrics_listen=127.0.0.1:7072] [--readahead_blocks=8] [--node=NAME]
 
@@ -73,7 +77,8 @@ Every mount of the master's mount table appears under MOUNTPOINT as a directory 
 (/datasets/imagenet -> MOUNTPOINT/datasets/imagenet). Reads go through the cache: blocks
 owned by the worker on this node (--node, default the host name) by short-circuit, others
 over gRPC. Files of at least --direct_io_min_size bypass the page cache (direct_io); smaller
-ones use it. Writes fail with EROFS. SIGTERM/SIGINT unmount after in-flight reads finish; if
+ones use it. A large file the worker on this node holds whole in RAM is read by the kernel
+straight from the worker's memory (--passthrough). Writes fail with EROFS. SIGTERM/SIGINT unmount after in-flight reads finish; if
 the daemon dies, fusermount3 unmounts (--auto_unmount). Exit codes: 3 the mount point does
 not exist, 6 it is busy (already mounted, or a dead mount), 5 the master is unreachable.
 )";
@@ -96,6 +101,7 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
   }
   LARDER_ASSIGN_OR_RETURN(o.read_ahead,
                           ParseBytes(absl::GetFlag(FLAGS_kernel_read_ahead)));
+  o.passthrough = absl::GetFlag(FLAGS_passthrough);
   o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));
   o.allow_other = absl::GetFlag(FLAGS_allow_other);
   o.auto_unmount = absl::GetFlag(FLAGS_auto_unmount);

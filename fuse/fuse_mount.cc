@@ -15,6 +15,7 @@
 #include <prometheus/registry.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -31,6 +32,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -100,6 +102,14 @@ struct FuseMetrics {
                       .Help("Files open through the mount")
                       .Register(r)
                       .Add({});
+    passthrough_opens =
+        &prometheus::BuildCounter()
+             .Name("larder_fuse_passthrough_opens_total")
+             .Help(
+                 "Opens handed to the kernel as the local worker's memfd "
+                 "(their reads bypass the daemon)")
+             .Register(r)
+             .Add({});
     inodes = &prometheus::BuildGauge()
                   .Name("larder_fuse_inodes")
                   .Help("Inodes the kernel holds references to")
@@ -109,6 +119,7 @@ struct FuseMetrics {
   std::array<prometheus::Counter*, kOpCount> ops{}, errors{};
   std::array<prometheus::Histogram*, kOpCount> latency{};
   prometheus::Counter* read_bytes;
+  prometheus::Counter* passthrough_opens;
   prometheus::Gauge* open_files;
   prometheus::Gauge* inodes;
 };
@@ -116,7 +127,27 @@ struct FuseMetrics {
 // An open file: the client's File, pinned to the version seen at open.
 struct OpenFile {
   std::unique_ptr<File> file;
+  fuse_ino_t ino = 0;
+  bool passthrough = false;  // Read by the kernel from a backing memfd.
+  bool direct = false;       // Counted in Fs::direct_opens_.
 };
+
+// FUSE passthrough (kernel 7.40 protocol, Linux 6.9+), which libfuse 3.14
+// does not know: the INIT flag, the open flag, and the /dev/fuse ioctls that
+// register a backing file.
+constexpr uint64_t kInitPassthrough = 1ull << 37;
+constexpr uint32_t kOpenPassthrough = 1u << 7;
+struct BackingMap {
+  int32_t fd;
+  uint32_t flags;
+  uint64_t padding;
+};
+constexpr unsigned long kBackingOpen = _IOW(229, 1, BackingMap);
+constexpr unsigned long kBackingClose = _IOW(229, 2, uint32_t);
+
+// The backing id of the open reply this thread is sending (0: none); the
+// channel writes it into the reply, which libfuse 3.14 cannot.
+thread_local int tls_open_backing = 0;
 
 // An open directory: one page of the listing at a time, so a directory of
 // 100k entries never sits in memory whole. Entry i of the listing has the
@@ -604,9 +635,29 @@ class FuseMount::Fs {
     fi->keep_cache = fs->options_.keep_cache && same;
     fi->direct_io = fs->UseDirectIo((*file)->info().size);
     auto* f = new OpenFile{std::move(*file)};
+    f->ino = ino;
+    int backing = 0;
+    if (fi->direct_io) {
+      absl::StatusOr<int> b = fs->AttachLargeFile(*f, fi->flags);
+      if (!b.ok()) {
+        delete f;
+        fs->ReplyError(req, scope, "open", *path, b.status());
+        return;
+      }
+      backing = *b;
+    }
+    if (backing > 0) {
+      // The kernel allows no page cache and no direct_io reads beside it.
+      fi->direct_io = 0;
+      fi->keep_cache = 0;
+    }
     fi->fh = reinterpret_cast<uint64_t>(f);
     fs->metrics_.open_files->Increment();
-    if (fuse_reply_open(req, fi) != 0) {
+    tls_open_backing = backing;
+    const int sent = fuse_reply_open(req, fi);
+    tls_open_backing = 0;
+    if (sent != 0) {  // Interrupted: the kernel sends no release.
+      fs->DetachLargeFile(*f);
       delete f;
       fs->metrics_.open_files->Decrement();
     }
@@ -676,7 +727,9 @@ class FuseMount::Fs {
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     Fs* fs = Self(req);
     Scope scope(fs, kRelease);
-    delete reinterpret_cast<OpenFile*>(fi->fh);
+    auto* f = reinterpret_cast<OpenFile*>(fi->fh);
+    fs->DetachLargeFile(*f);
+    delete f;
     fs->metrics_.open_files->Decrement();
     fuse_reply_err(req, 0);
   }
@@ -854,6 +907,34 @@ class FuseMount::Fs {
                                void* self);
   static ssize_t ChannelSplice(int fdin, off_t* offin, int fdout, off_t* offout,
                                size_t len, unsigned flags, void* self);
+  // --- passthrough ------------------------------------------------------
+  // A large file (direct_io) whose every block the worker on this node holds
+  // in RAM as one memfd is registered with the kernel as the backing file of
+  // its inode: reads and mmap go from the worker's memory to the reader,
+  // with no request to this daemon (measured: at the page-cache ceiling,
+  // against a third of it through the daemon). The kernel requires every
+  // open of an inode with a backing file to use that same file, and none
+  // while the inode is in page-cache mode (a direct_io file mmap'ed), so
+  // the daemon keeps one backing per inode, counted by opens, and only sets
+  // one up when no other open of the inode reads through it.
+  struct Backing {
+    int id = 0;           // The kernel's backing id.
+    std::string version;  // Of the object lent.
+    int opens = 0;
+    LocalSlice object;  // Holds the worker's lease on the object's blocks.
+  };
+  // For a direct_io open: the backing id to reply with, or 0 for direct_io.
+  // Errors: FailedPrecondition (the inode is open by passthrough for an
+  // older version of the object: the kernel would serve its bytes).
+  absl::StatusOr<int> AttachLargeFile(OpenFile& f, int open_flags);
+  void DetachLargeFile(const OpenFile& f);
+  std::atomic<bool> passthrough_{false};  // Negotiated at INIT.
+  absl::Mutex backing_mu_;
+  absl::flat_hash_map<fuse_ino_t, Backing> backings_
+      ABSL_GUARDED_BY(backing_mu_);
+  absl::flat_hash_map<fuse_ino_t, int> direct_opens_
+      ABSL_GUARDED_BY(backing_mu_);
+
   // Only where the kernel lets direct_io files be mmap'ed shared (6.6+):
   // before that, MAP_SHARED of them fails with ENODEV.
   bool UseDirectIo(uint64_t size) const {
@@ -987,6 +1068,68 @@ static void RaiseMaxPagesLimit(uint64_t max_read) {
   }
 }
 
+absl::StatusOr<int> FuseMount::Fs::AttachLargeFile(OpenFile& f,
+                                                   int open_flags) {
+  const FileInfo& info = f.file->info();
+  absl::MutexLock lock(&backing_mu_);
+  if (auto it = backings_.find(f.ino); it != backings_.end()) {
+    if (it->second.version != info.version) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the file changed while open for passthrough reads of version ",
+          it->second.version, "; open it again once those readers closed it"));
+    }
+    ++it->second.opens;
+    f.passthrough = true;
+    metrics_.passthrough_opens->Increment();
+    return it->second.id;
+  }
+  // O_DIRECT cannot be passed on: memfds do not take it.
+  if (passthrough_ && (open_flags & O_DIRECT) == 0 &&
+      !direct_opens_.contains(f.ino)) {
+    absl::StatusOr<LocalSlice> object = f.file->OpenLocalObject();
+    if (object.ok()) {
+      BackingMap map{object->fd, 0, 0};
+      const int id = ::ioctl(fuse_session_fd(session_), kBackingOpen, &map);
+      if (id > 0) {
+        backings_[f.ino] = Backing{id, info.version, 1, *std::move(object)};
+        f.passthrough = true;
+        metrics_.passthrough_opens->Increment();
+        return id;
+      }
+      // Not root (CAP_SYS_ADMIN), or the kernel refuses: stop asking.
+      LARDER_LOG(WARNING, "fuse.passthrough_off")
+          .Field("error", std::strerror(errno))
+          .Field("effect", "large files are read through the daemon");
+      passthrough_ = false;
+    } else {
+      LARDER_LOG(DEBUG, "fuse.no_passthrough")
+          .Field("path", info.path)
+          .Field("why", object.status());
+    }
+  }
+  ++direct_opens_[f.ino];
+  f.direct = true;
+  return 0;
+}
+
+void FuseMount::Fs::DetachLargeFile(const OpenFile& f) {
+  absl::MutexLock lock(&backing_mu_);
+  if (f.passthrough) {
+    auto it = backings_.find(f.ino);
+    if (it == backings_.end() || --it->second.opens > 0) return;
+    uint32_t id = static_cast<uint32_t>(it->second.id);
+    if (::ioctl(fuse_session_fd(session_), kBackingClose, &id) != 0) {
+      LARDER_LOG(WARNING, "fuse.backing_close")
+          .Field("path", f.file->info().path)
+          .Field("error", std::strerror(errno));
+    }
+    backings_.erase(it);  // Gives the worker's lease back.
+  } else if (f.direct) {
+    auto it = direct_opens_.find(f.ino);
+    if (it != direct_opens_.end() && --it->second == 0) direct_opens_.erase(it);
+  }
+}
+
 ssize_t FuseMount::Fs::ChannelRead(int fd, void* buf, size_t len, void* self) {
   const ssize_t n = ::read(fd, buf, len);
   if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(fuse_init_in) -
@@ -1008,6 +1151,18 @@ ssize_t FuseMount::Fs::ChannelWritev(int fd, struct iovec* iov, int count,
                                      void* self) {
   Fs* fs = static_cast<Fs*>(self);
   const auto* out = static_cast<const fuse_out_header*>(iov[0].iov_base);
+  if (tls_open_backing != 0 && out->error == 0 && count == 2 &&
+      iov[1].iov_len == sizeof(fuse_open_out)) {
+    // An open reply for passthrough: FOPEN_PASSTHROUGH and the backing id
+    // (which takes the place of 7.38's padding).
+    fuse_open_out reply;
+    std::memcpy(&reply, iov[1].iov_base, sizeof(reply));
+    reply.open_flags |= kOpenPassthrough;
+    reply.padding = static_cast<uint32_t>(tls_open_backing);
+    tls_open_backing = 0;
+    iovec amended[2] = {iov[0], {&reply, sizeof(reply)}};
+    return ::writev(fd, amended, 2);
+  }
   const uint64_t init = fs->init_unique_.load(std::memory_order_relaxed);
   if (init == 0 || out->unique != init || out->error != 0 || count != 2 ||
       iov[1].iov_len < offsetof(fuse_init_out, unused))
@@ -1029,9 +1184,20 @@ ssize_t FuseMount::Fs::ChannelWritev(int fd, struct iovec* iov, int count,
     reply.flags2 |= static_cast<uint32_t>(kDirectIoAllowMmap >> 32);
     fs->direct_io_mmap_ = true;
   }
+  // Passthrough needs max_stack_depth (7.40, the first unused word): the
+  // backing memfds sit on no stacked file system, so 1.
+  if (fs->options_.passthrough && (offered & kInitPassthrough) &&
+      (offered & FUSE_INIT_EXT) && !(reply.flags & FUSE_WRITEBACK_CACHE) &&
+      iov[1].iov_len > offsetof(fuse_init_out, unused)) {
+    reply.flags |= FUSE_INIT_EXT;
+    reply.flags2 |= static_cast<uint32_t>(kInitPassthrough >> 32);
+    reply.unused[0] = 1;
+    fs->passthrough_ = true;
+  }
   LARDER_LOG(INFO, "fuse.init_reply")
       .Field("max_pages", reply.max_pages)
-      .Field("direct_io_mmap", fs->direct_io_mmap_.load());
+      .Field("direct_io_mmap", fs->direct_io_mmap_.load())
+      .Field("passthrough", fs->passthrough_.load());
   iovec amended[2] = {iov[0], {&reply, iov[1].iov_len}};
   return ::writev(fd, amended, 2);
 }

@@ -69,6 +69,11 @@ struct FuseOptions {
   // cache (keep_cache). 0: every file; kNoDirectIo: none.
   static constexpr uint64_t kNoDirectIo = ~uint64_t{0};
   uint64_t direct_io_min_size = 64 << 20;
+  // Files opened with direct_io whose blocks the worker on this node holds
+  // whole in RAM are handed to the kernel as that worker's memfd (FUSE
+  // passthrough, Linux 6.9+, root): reads then go from the worker's memory
+  // to the reader with no request to this daemon. Elsewhere direct_io.
+  bool passthrough = true;
   // Kernel readahead window for the mount (bdi read_ahead_kb), bytes; 0
   // leaves the kernel default.
   uint64_t read_ahead = 8 << 20;

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/worker_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/azurite.h"
@@ -287,7 +288,9 @@ TEST_F(FuseTest, ConcurrentRandomReadersGetTheRightBytes) {
 // INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP). Smaller files keep using
 // the page cache.
 TEST_F(FuseTest, LargeFilesUseDirectIoWithLargeRequestsAndSharedMmap) {
-  auto fuse = Mount({"--direct_io_min_size=1MiB", "--max_read=4MiB"});
+  // The daemon's own read path (passthrough has a test of its own).
+  auto fuse = Mount(
+      {"--direct_io_min_size=1MiB", "--max_read=4MiB", "--passthrough=false"});
   ASSERT_NE(fuse, nullptr);
   const std::string ds = fuse->mountpoint() + "/datasets/ds/";
   const std::string big = "train/c0/b.jpg";  // 5 MiB + 12345: 6 blocks.
@@ -348,7 +351,8 @@ TEST_F(FuseTest, LargeFilesUseDirectIoWithLargeRequestsAndSharedMmap) {
 
   // Through a daemon on another node the blocks come over gRPC, into the
   // same 4 MiB direct_io requests.
-  auto remote = Mount({"--direct_io_min_size=1MiB", "--node=elsewhere"});
+  auto remote = Mount(
+      {"--direct_io_min_size=1MiB", "--node=elsewhere", "--passthrough=false"});
   ASSERT_NE(remote, nullptr);
   const std::string grpc_bytes =
       "larder_worker_served_path_bytes_total{path=\"grpc\"}";
@@ -366,6 +370,97 @@ TEST_F(FuseTest, LargeFilesUseDirectIoWithLargeRequestsAndSharedMmap) {
   const double before = reads();
   EXPECT_EQ(ReadAll(small).value_or(""), files_["val/e.jpg"]);
   EXPECT_EQ(reads() - before, 0);
+}
+
+TEST_F(FuseTest, PassthroughReadsALargeFileFromTheWorkersMemfd) {
+  // One worker, so that it owns every block of the file.
+  workers_[1]->Kill(SIGKILL);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Larder("ring").out.find("1 workers") != std::string::npos; },
+      absl::Seconds(20)));
+  auto fuse = Mount({"--direct_io_min_size=1MiB"});
+  ASSERT_NE(fuse, nullptr);
+  const std::string path =
+      fuse->mountpoint() + "/datasets/ds/train/c0/b.jpg";  // 6 blocks.
+  const std::string& data = files_["train/c0/b.jpg"];
+  auto metric = [&](const std::string& series) {
+    return fuse->Metric(series).value_or(-1);
+  };
+  const std::string kPassthrough = "larder_fuse_passthrough_opens_total";
+  const std::string kReads = "larder_fuse_operations_total{op=\"read\"}";
+  const std::string kLeases = "larder_worker_short_circuit_leases";
+
+  // Cold: the blocks are not cached yet, so the daemon reads them.
+  EXPECT_EQ(ReadAll(path).value_or(""), data);
+  EXPECT_EQ(metric(kPassthrough), 0);
+  EXPECT_GT(metric(kReads), 0);
+
+  // Cached whole in the worker's RAM: the kernel reads its memfd; the
+  // daemon sees the open and no read.
+  const double reads = metric(kReads);
+  const double leases = workers_[0]->Metric(kLeases).value_or(-1);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(metric(kPassthrough), 1);
+  // The worker keeps every block of the file while it is open.
+  const double open_leases = workers_[0]->Metric(kLeases).value_or(-1);
+  EXPECT_GE(open_leases, leases + 6);
+  std::string got(data.size() + 10, '\0');
+  EXPECT_EQ(::pread(fd, got.data(), got.size(), 0),
+            static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(got.substr(0, data.size()), data);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 50; ++i) {
+    const size_t off = rng() % data.size();
+    const size_t len = 1 + rng() % (3 * kBlock);
+    std::string buf(len, '\0');
+    const size_t want = std::min(len, data.size() - off);
+    ASSERT_EQ(::pread(fd, buf.data(), len, static_cast<off_t>(off)),
+              static_cast<ssize_t>(want));
+    ASSERT_EQ(buf.compare(0, want, data, off, want), 0) << off << "+" << len;
+  }
+  void* map = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+  EXPECT_EQ(std::memcmp(map, data.data(), data.size()), 0);
+  // A second open of the same file shares the backing memfd.
+  EXPECT_EQ(ReadAll(path).value_or(""), data);
+  EXPECT_EQ(metric(kPassthrough), 2);
+  EXPECT_EQ(metric(kReads), reads);
+
+  // Evicted from the worker while open: the open file keeps reading the
+  // same bytes (the memfd lives on), and a new open reads them again
+  // through the daemon.
+  WorkerClient worker(workers_[0]->address());
+  auto evicted = worker.EvictPrefix("/datasets/ds/train/c0/b.jpg");
+  ASSERT_TRUE(evicted.ok()) << evicted.status();
+  EXPECT_GT(*evicted, 0u);
+  std::fill(got.begin(), got.end(), '\0');
+  EXPECT_EQ(::pread(fd, got.data(), data.size(), 0),
+            static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(got.substr(0, data.size()), data);
+  EXPECT_EQ(std::memcmp(map, data.data(), data.size()), 0);
+  ::munmap(map, data.size());
+  ::close(fd);
+  // Closed: the worker's leases on the blocks go back.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return workers_[0]->Metric(kLeases).value_or(-1) <= open_leases - 6;
+      },
+      absl::Seconds(10)))
+      << workers_[0]->Metric(kLeases).value_or(-1) << " leases";
+  EXPECT_EQ(ReadAll(path).value_or(""), data);
+  EXPECT_EQ(metric(kPassthrough), 2);
+  EXPECT_GT(metric(kReads), reads);
+
+  // A daemon with no leases kept from before the eviction has the worker
+  // fetch the blocks again, then reads them by passthrough again.
+  auto fresh = Mount({"--direct_io_min_size=1MiB"});
+  ASSERT_NE(fresh, nullptr);
+  const std::string again = fresh->mountpoint() + "/datasets/ds/train/c0/b.jpg";
+  EXPECT_EQ(ReadAll(again).value_or(""), data);
+  EXPECT_EQ(fresh->Metric(kPassthrough).value_or(-1), 0);
+  EXPECT_EQ(ReadAll(again).value_or(""), data);
+  EXPECT_EQ(fresh->Metric(kPassthrough).value_or(-1), 1);
 }
 
 TEST_F(FuseTest, ErrorsAreErrnosAndWritesAreReadOnly) {
