@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25  // Linux 6.1; glibc 2.36 does not name it yet.
@@ -50,6 +51,31 @@ absl::StatusOr<char*> MapBlock(int fd, uint64_t length) {
   return static_cast<char*>(data);
 }
 
+// A sealable memfd of `size` bytes, mapped read-write by MapBlock.
+struct MappedMemfd {
+  int fd;
+  char* data;
+};
+absl::StatusOr<MappedMemfd> CreateMappedMemfd(const char* name, uint64_t size) {
+  int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("memfd_create: ", std::strerror(errno)));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("ftruncate memfd: ", std::strerror(err)));
+  }
+  absl::StatusOr<char*> data = MapBlock(fd, size);
+  if (!data.ok()) {
+    ::close(fd);
+    return data.status();
+  }
+  return MappedMemfd{fd, *data};
+}
+
 }  // namespace
 
 absl::Status Block::CollapseToHugePages() const {
@@ -74,34 +100,20 @@ absl::Status Block::CollapseToHugePages() const {
 
 absl::StatusOr<std::shared_ptr<ObjectFile>> ObjectFile::Create(uint64_t size) {
   if (size == 0) return absl::InvalidArgumentError("empty object");
-  int fd = ::memfd_create("larder-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("memfd_create: ", std::strerror(errno)));
-  }
-  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    int err = errno;
-    ::close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("ftruncate memfd: ", std::strerror(err)));
-  }
-  absl::StatusOr<char*> data = MapBlock(fd, size);
-  if (!data.ok()) {
-    ::close(fd);
-    return data.status();
-  }
+  LARDER_ASSIGN_OR_RETURN(MappedMemfd m,
+                          CreateMappedMemfd("larder-object", size));
   // Sealed before the first byte is written: the mapping above stays
   // writable, every other (and every fd handed out) is read-only.
-  if (::fcntl(fd, F_ADD_SEALS,
+  if (::fcntl(m.fd, F_ADD_SEALS,
               F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE |
                   F_SEAL_SEAL) != 0) {
     int err = errno;
-    ::munmap(*data, size);
-    ::close(fd);
+    ::munmap(m.data, size);
+    ::close(m.fd);
     return absl::InternalError(
         absl::StrCat("sealing object memfd: ", std::strerror(err)));
   }
-  return std::shared_ptr<ObjectFile>(new ObjectFile(fd, *data, size));
+  return std::shared_ptr<ObjectFile>(new ObjectFile(m.fd, m.data, size));
 }
 
 ObjectFile::~ObjectFile() {
@@ -126,23 +138,9 @@ absl::StatusOr<BlockWriter> BlockWriter::Create(
     char* data = object->data() + id.offset();
     return BlockWriter(std::move(id), -1, data, length, std::move(object));
   }
-  int fd = ::memfd_create("larder-block", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("memfd_create: ", std::strerror(errno)));
-  }
-  if (::ftruncate(fd, static_cast<off_t>(length)) != 0) {
-    int err = errno;
-    ::close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("ftruncate memfd: ", std::strerror(err)));
-  }
-  absl::StatusOr<char*> data = MapBlock(fd, length);
-  if (!data.ok()) {
-    ::close(fd);
-    return data.status();
-  }
-  return BlockWriter(std::move(id), fd, *data, length, nullptr);
+  LARDER_ASSIGN_OR_RETURN(MappedMemfd m,
+                          CreateMappedMemfd("larder-block", length));
+  return BlockWriter(std::move(id), m.fd, m.data, length, nullptr);
 }
 
 BlockWriter::BlockWriter(BlockWriter&& other) noexcept
