@@ -129,7 +129,7 @@ struct OpenFile {
   std::unique_ptr<File> file;
   fuse_ino_t ino = 0;
   bool passthrough = false;  // Read by the kernel from a backing memfd.
-  bool direct = false;       // Counted in Fs::direct_opens_.
+  bool counted = false;      // Counted in Fs::other_opens_.
 };
 
 // FUSE passthrough (kernel 7.40 protocol, Linux 6.9+), which libfuse 3.14
@@ -637,8 +637,8 @@ class FuseMount::Fs {
     auto* f = new OpenFile{std::move(*file)};
     f->ino = ino;
     int backing = 0;
-    if (fi->direct_io) {
-      absl::StatusOr<int> b = fs->AttachLargeFile(*f, fi->flags);
+    {
+      absl::StatusOr<int> b = fs->AttachFile(*f, fi->flags, fi->direct_io);
       if (!b.ok()) {
         delete f;
         fs->ReplyError(req, scope, "open", *path, b.status());
@@ -657,7 +657,7 @@ class FuseMount::Fs {
     const int sent = fuse_reply_open(req, fi);
     tls_open_backing = 0;
     if (sent != 0) {  // Interrupted: the kernel sends no release.
-      fs->DetachLargeFile(*f);
+      fs->DetachFile(*f);
       delete f;
       fs->metrics_.open_files->Decrement();
     }
@@ -728,7 +728,7 @@ class FuseMount::Fs {
     Fs* fs = Self(req);
     Scope scope(fs, kRelease);
     auto* f = reinterpret_cast<OpenFile*>(fi->fh);
-    fs->DetachLargeFile(*f);
+    fs->DetachFile(*f);
     delete f;
     fs->metrics_.open_files->Decrement();
     fuse_reply_err(req, 0);
@@ -923,16 +923,19 @@ class FuseMount::Fs {
     int opens = 0;
     LocalSlice object;  // Holds the worker's lease on the object's blocks.
   };
-  // For a direct_io open: the backing id to reply with, or 0 for direct_io.
-  // Errors: FailedPrecondition (the inode is open by passthrough for an
-  // older version of the object: the kernel would serve its bytes).
-  absl::StatusOr<int> AttachLargeFile(OpenFile& f, int open_flags);
-  void DetachLargeFile(const OpenFile& f);
+  // Every open: the backing id to reply with, or 0 to read through the
+  // daemon (passthrough is tried for `large`, direct_io, files only).
+  // Errors: FailedPrecondition (the inode is open by passthrough for
+  // another version of the object: the kernel would serve that one's
+  // bytes).
+  absl::StatusOr<int> AttachFile(OpenFile& f, int open_flags, bool large);
+  void DetachFile(const OpenFile& f);
   std::atomic<bool> passthrough_{false};  // Negotiated at INIT.
   absl::Mutex backing_mu_;
   absl::flat_hash_map<fuse_ino_t, Backing> backings_
       ABSL_GUARDED_BY(backing_mu_);
-  absl::flat_hash_map<fuse_ino_t, int> direct_opens_
+  // Opens read through the daemon, by inode.
+  absl::flat_hash_map<fuse_ino_t, int> other_opens_
       ABSL_GUARDED_BY(backing_mu_);
 
   // Only where the kernel lets direct_io files be mmap'ed shared (6.6+):
@@ -1068,8 +1071,8 @@ static void RaiseMaxPagesLimit(uint64_t max_read) {
   }
 }
 
-absl::StatusOr<int> FuseMount::Fs::AttachLargeFile(OpenFile& f,
-                                                   int open_flags) {
+absl::StatusOr<int> FuseMount::Fs::AttachFile(OpenFile& f, int open_flags,
+                                              bool large) {
   const FileInfo& info = f.file->info();
   absl::MutexLock lock(&backing_mu_);
   if (auto it = backings_.find(f.ino); it != backings_.end()) {
@@ -1084,8 +1087,8 @@ absl::StatusOr<int> FuseMount::Fs::AttachLargeFile(OpenFile& f,
     return it->second.id;
   }
   // O_DIRECT cannot be passed on: memfds do not take it.
-  if (passthrough_ && (open_flags & O_DIRECT) == 0 &&
-      !direct_opens_.contains(f.ino)) {
+  if (passthrough_ && (open_flags & O_DIRECT) == 0 && large &&
+      !other_opens_.contains(f.ino)) {
     absl::StatusOr<LocalSlice> object = f.file->OpenLocalObject();
     if (object.ok()) {
       BackingMap map{object->fd, 0, 0};
@@ -1107,12 +1110,12 @@ absl::StatusOr<int> FuseMount::Fs::AttachLargeFile(OpenFile& f,
           .Field("why", object.status());
     }
   }
-  ++direct_opens_[f.ino];
-  f.direct = true;
+  ++other_opens_[f.ino];
+  f.counted = true;
   return 0;
 }
 
-void FuseMount::Fs::DetachLargeFile(const OpenFile& f) {
+void FuseMount::Fs::DetachFile(const OpenFile& f) {
   absl::MutexLock lock(&backing_mu_);
   if (f.passthrough) {
     auto it = backings_.find(f.ino);
@@ -1124,9 +1127,9 @@ void FuseMount::Fs::DetachLargeFile(const OpenFile& f) {
           .Field("error", std::strerror(errno));
     }
     backings_.erase(it);  // Gives the worker's lease back.
-  } else if (f.direct) {
-    auto it = direct_opens_.find(f.ino);
-    if (it != direct_opens_.end() && --it->second == 0) direct_opens_.erase(it);
+  } else if (f.counted) {
+    auto it = other_opens_.find(f.ino);
+    if (it != other_opens_.end() && --it->second == 0) other_opens_.erase(it);
   }
 }
 
