@@ -550,9 +550,6 @@ class ClientImpl final : public Client {
   }
 
  public:
-  // The block from the owner on this node, for zero-copy readers.
-  // Unimplemented when the owner is elsewhere or fails (Read then fails
-  // over).
   // The object of `first` (block 0) lent whole by the worker on this node,
   // if that worker owns every one of its `blocks` blocks.
   absl::StatusOr<LocalSlice> LocalObject(const BlockId& first,
@@ -581,6 +578,9 @@ class ClientImpl final : public Client {
                       std::shared_ptr<const void>(held, held.get())};
   }
 
+  // The block from the owner on this node, for zero-copy readers.
+  // Unimplemented when the owner is elsewhere or fails (Read then fails
+  // over).
   absl::StatusOr<std::shared_ptr<CachedLease>> LocalLease(const BlockId& id) {
     std::vector<v1::WorkerInfo> owners = Owners(id, 1);
     if (!owners.empty() && owners[0].node() == options_.node) {

@@ -58,19 +58,12 @@ class ObjectFile {
   uint64_t size() const { return size_; }
   char* data() const { return data_; }
 
-  // Handed out whole (FUSE passthrough): its bytes must stay as they are
-  // for as long as anyone holds the fd, so the worker drops the object as
-  // a whole rather than block by block. Sticky.
-  void MarkExported() const { exported_ = true; }
-  bool exported() const { return exported_; }
-
  private:
   ObjectFile(int fd, char* data, uint64_t size)
       : fd_(fd), data_(data), size_(size) {}
   const int fd_;
   char* const data_;
   const uint64_t size_;
-  mutable std::atomic<bool> exported_{false};
 };
 
 class Block {

@@ -402,7 +402,6 @@ absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
   }
   leases_ += static_cast<int>(found.size());
   metrics_->leases.Set(leases_);
-  object->MarkExported();
   return object;
 }
 
