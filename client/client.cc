@@ -16,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -69,9 +70,22 @@ class FileImpl final : public File {
   absl::StatusOr<size_t> Read(uint64_t offset, absl::Span<char> out) override;
   absl::StatusOr<std::vector<LocalSlice>> ReadLocal(uint64_t offset,
                                                     uint64_t length) override;
+  absl::StatusOr<ByteView> ReadView(uint64_t offset, uint64_t length) override;
   absl::StatusOr<LocalSlice> OpenLocalObject() override;
 
  private:
+  // The end of a read of `length` bytes at `offset`: clipped to the file,
+  // `offset` when there is nothing to read; OutOfRange beyond the end.
+  absl::StatusOr<uint64_t> End(uint64_t offset, uint64_t length) const;
+  // Calls `read(i, block, in_block, at, n)` for the i-th block piece of
+  // [offset, end): n bytes at `in_block` of `block`, `at` bytes into the
+  // read. The first piece is read by this thread, the others in parallel on
+  // the client's pool; returns the first error.
+  absl::Status ForEachPiece(
+      uint64_t offset, uint64_t end,
+      absl::FunctionRef<absl::Status(
+          size_t i, uint64_t block, uint64_t in_block, uint64_t at, uint64_t n)>
+          read);
   // Starts readahead for a sequential reader of [offset, end).
   void NoteRead(uint64_t offset, uint64_t end);
   BlockId Block(uint64_t index) const {
@@ -206,17 +220,63 @@ class ClientImpl final : public Client {
   // Reads [offset, offset + out.size()) of block `id` into `out`.
   absl::Status ReadBlock(const BlockId& id, uint64_t offset,
                          absl::Span<char> out) {
+    return ReadBlockVia(
+        id, out.size(),
+        [&](const v1::WorkerInfo& w) {
+          return ReadFromWorker(w, id, offset, out);
+        },
+        [&] { return ReadFromUnderStore(id, offset, out); });
+  }
+
+  // Reads [offset, offset + length) of block `id` as a view: lent from
+  // gRPC's buffers when it streams from a worker, else read into a buffer
+  // the view holds.
+  absl::StatusOr<ByteView> ReadBlockView(const BlockId& id, uint64_t offset,
+                                         uint64_t length) {
+    ByteView view;
+    auto into_buffer = [&] {
+      std::shared_ptr<char[]> buf(new char[length]);
+      view = ByteView{{absl::Span<const char>(buf.get(), length)}, {buf}};
+      return absl::Span<char>(buf.get(), length);
+    };
+    LARDER_RETURN_IF_ERROR(ReadBlockVia(
+        id, length,
+        [&](const v1::WorkerInfo& w) -> absl::StatusOr<size_t> {
+          if (ShortCircuitTo(w))
+            return ReadFromWorker(w, id, offset, into_buffer());
+          uint64_t ring = 0;
+          absl::StatusOr<ByteView> v =
+              Worker(w.address())
+                  .ReadBlockView(id, offset, length, options_.worker_timeout,
+                                 nullptr, &ring);
+          NoteRingVersion(ring);
+          if (!v.ok()) return v.status();
+          ++grpc_blocks_;
+          view = *std::move(v);
+          return view.size();
+        },
+        [&] { return ReadFromUnderStore(id, offset, into_buffer()); }));
+    return view;
+  }
+
+  // The failover order for one block of `want` bytes: `from_worker` on its
+  // owners (healthy first; again after a ring refresh if all fail), then
+  // `from_under_store` unless that fallback is off.
+  absl::Status ReadBlockVia(
+      const BlockId& id, uint64_t want,
+      absl::FunctionRef<absl::StatusOr<size_t>(const v1::WorkerInfo&)>
+          from_worker,
+      absl::FunctionRef<absl::Status()> from_under_store) {
     absl::Status last;
     for (int attempt = 0; attempt < 2;
          ++attempt) {  // Second pass: after a ring refresh.
       for (const v1::WorkerInfo& w : HealthyFirst(
                WhereCached(id, Owners(id, options_.max_workers_per_block)))) {
-        absl::StatusOr<size_t> n = ReadFromWorker(w, id, offset, out);
-        if (n.ok() && *n == out.size()) return absl::OkStatus();
+        absl::StatusOr<size_t> n = from_worker(w);
+        if (n.ok() && *n == want) return absl::OkStatus();
         if (n.ok()) {
-          last = absl::InternalError(absl::StrCat("worker ", w.id(),
-                                                  " returned ", *n, " of ",
-                                                  out.size(), " bytes"));
+          last = absl::InternalError(absl::StrCat(
+              "worker ", w.id(), " returned ", *n, " of ", want, " bytes"));
         } else {
           last = n.status();
           if (!WorkerFailure(last)) return last;
@@ -230,7 +290,7 @@ class ClientImpl final : public Client {
       return last.ok() ? absl::UnavailableError("no live worker for the block")
                        : last;
     }
-    absl::Status st = ReadFromUnderStore(id, offset, out);
+    absl::Status st = from_under_store();
     if (st.ok()) ++under_store_blocks_;
     return st;
   }
@@ -344,7 +404,7 @@ class ClientImpl final : public Client {
       std::vector<v1::WorkerInfo> owners = Owners(id, 1);
       if (owners.empty()) continue;
       const v1::WorkerInfo& w = owners[0];
-      if (w.node() == options_.node && !w.short_circuit_socket().empty()) {
+      if (ShortCircuitTo(w)) {
         if (FindLease(w.short_circuit_socket(), id) == nullptr)
           local[w.short_circuit_socket()].push_back(id);
       } else {
@@ -465,11 +525,17 @@ class ClientImpl final : public Client {
     return *c;
   }
 
+  // Whether blocks of worker `w` are read by short-circuit (it is on this
+  // node and has a socket).
+  bool ShortCircuitTo(const v1::WorkerInfo& w) const {
+    return w.node() == options_.node && !w.short_circuit_socket().empty();
+  }
+
   absl::StatusOr<size_t> ReadFromWorker(const v1::WorkerInfo& w,
                                         const BlockId& id, uint64_t offset,
                                         absl::Span<char> out) {
     uint64_t ring = 0;
-    if (w.node() == options_.node && !w.short_circuit_socket().empty()) {
+    if (ShortCircuitTo(w)) {
       absl::StatusOr<std::shared_ptr<CachedLease>> lease =
           LeaseFrom(w.short_circuit_socket(), id);
       if (!lease.ok() &&
@@ -776,16 +842,18 @@ void FileImpl::NoteRead(uint64_t offset, uint64_t end) {
   }
 }
 
+absl::StatusOr<uint64_t> FileImpl::End(uint64_t offset, uint64_t length) const {
+  if (offset > info_.size)
+    return absl::OutOfRangeError(
+        absl::StrCat("read at ", offset, " beyond ", info_.size));
+  return offset + std::min<uint64_t>(info_.size - offset, length);
+}
+
 absl::StatusOr<std::vector<LocalSlice>> FileImpl::ReadLocal(uint64_t offset,
                                                             uint64_t length) {
   std::vector<LocalSlice> out;
-  if (offset >= info_.size || length == 0) {
-    if (offset > info_.size)
-      return absl::OutOfRangeError(
-          absl::StrCat("read at ", offset, " beyond ", info_.size));
-    return out;
-  }
-  const uint64_t end = std::min<uint64_t>(info_.size, offset + length);
+  LARDER_ASSIGN_OR_RETURN(const uint64_t end, End(offset, length));
+  if (end == offset) return out;
   const uint64_t bs = stat_.block_size();
   NoteRead(offset, end);
   for (uint64_t b = offset / bs; b <= (end - 1) / bs; ++b) {
@@ -808,53 +876,88 @@ absl::StatusOr<LocalSlice> FileImpl::OpenLocalObject() {
                               BlockCount(info_.size, stat_.block_size()));
 }
 
-absl::StatusOr<size_t> FileImpl::Read(uint64_t offset, absl::Span<char> out) {
-  if (offset >= info_.size || out.empty()) {
-    if (offset > info_.size)
-      return absl::OutOfRangeError(
-          absl::StrCat("read at ", offset, " beyond ", info_.size));
-    return 0;
-  }
-  const uint64_t end = std::min<uint64_t>(info_.size, offset + out.size());
+absl::Status FileImpl::ForEachPiece(
+    uint64_t offset, uint64_t end,
+    absl::FunctionRef<absl::Status(size_t, uint64_t, uint64_t, uint64_t,
+                                   uint64_t)>
+        read) {
   const uint64_t bs = stat_.block_size();
   const uint64_t first = offset / bs, last = (end - 1) / bs;
-
-  NoteRead(offset, end);
-
-  struct Piece {
-    uint64_t block, in_block;
-    absl::Span<char> dst;
-  };
-  std::vector<Piece> pieces;
-  for (uint64_t b = first; b <= last; ++b) {
+  auto piece = [&](size_t i) {
+    const uint64_t b = first + i;
     const uint64_t lo = std::max(offset, b * bs),
                    hi = std::min(end, (b + 1) * bs);
-    pieces.push_back({b, lo - b * bs, out.subspan(lo - offset, hi - lo)});
-  }
-  if (pieces.size() == 1) {
-    LARDER_RETURN_IF_ERROR(client_->ReadBlock(
-        Block(pieces[0].block), pieces[0].in_block, pieces[0].dst));
-    return static_cast<size_t>(end - offset);
-  }
-  std::vector<absl::Status> results(pieces.size());
-  std::atomic<size_t> left{pieces.size()};
+    return read(i, b, lo - b * bs, lo - offset, hi - lo);
+  };
+  const size_t pieces = static_cast<size_t>(last - first + 1);
+  if (pieces == 1) return piece(0);
+  std::vector<absl::Status> results(pieces);
+  std::atomic<size_t> left{pieces};
   absl::Notification done;
-  for (size_t i = 1; i < pieces.size(); ++i) {
+  for (size_t i = 1; i < pieces; ++i) {
     client_->pool().Schedule([&, i] {
-      results[i] = client_->ReadBlock(Block(pieces[i].block),
-                                      pieces[i].in_block, pieces[i].dst);
+      results[i] = piece(i);
       if (left.fetch_sub(1) == 1) done.Notify();
     });
   }
-  results[0] = client_->ReadBlock(Block(pieces[0].block), pieces[0].in_block,
-                                  pieces[0].dst);
+  results[0] = piece(0);
   if (left.fetch_sub(1) == 1) done.Notify();
   done.WaitForNotification();
-  for (const absl::Status& s : results) LARDER_RETURN_IF_ERROR(s);
+  for (const absl::Status& st : results) LARDER_RETURN_IF_ERROR(st);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> FileImpl::Read(uint64_t offset, absl::Span<char> out) {
+  LARDER_ASSIGN_OR_RETURN(const uint64_t end, End(offset, out.size()));
+  if (end == offset) return 0;
+  NoteRead(offset, end);
+  LARDER_RETURN_IF_ERROR(ForEachPiece(
+      offset, end,
+      [&](size_t, uint64_t block, uint64_t in_block, uint64_t at, uint64_t n) {
+        return client_->ReadBlock(Block(block), in_block, out.subspan(at, n));
+      }));
   return static_cast<size_t>(end - offset);
 }
 
+absl::StatusOr<ByteView> FileImpl::ReadView(uint64_t offset, uint64_t length) {
+  LARDER_ASSIGN_OR_RETURN(const uint64_t end, End(offset, length));
+  if (end == offset) return ByteView{};
+  NoteRead(offset, end);
+  const uint64_t bs = stat_.block_size();
+  std::vector<ByteView> views((end - 1) / bs - offset / bs + 1);
+  LARDER_RETURN_IF_ERROR(ForEachPiece(
+      offset, end,
+      [&](size_t i, uint64_t block, uint64_t in_block, uint64_t,
+          uint64_t n) -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(
+            views[i], client_->ReadBlockView(Block(block), in_block, n));
+        return absl::OkStatus();
+      }));
+  ByteView out = std::move(views[0]);
+  for (size_t i = 1; i < views.size(); ++i) out.Append(std::move(views[i]));
+  return out;
+}
+
 }  // namespace
+
+uint64_t ByteView::size() const {
+  uint64_t n = 0;
+  for (absl::Span<const char> p : pieces) n += p.size();
+  return n;
+}
+
+std::string ByteView::ToString() const {
+  std::string out;
+  out.reserve(size());
+  for (absl::Span<const char> p : pieces) out.append(p.data(), p.size());
+  return out;
+}
+
+void ByteView::Append(ByteView other) {
+  pieces.insert(pieces.end(), other.pieces.begin(), other.pieces.end());
+  holds.insert(holds.end(), std::make_move_iterator(other.holds.begin()),
+               std::make_move_iterator(other.holds.end()));
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.master.empty())

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/block_proto.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 
 namespace larder {
 namespace {
@@ -82,6 +83,18 @@ class SliceCursor {
     }
     return true;
   }
+  // Appends `n` bytes to `out` as sub-slices of the buffer's own (no copy).
+  bool TakeSlices(size_t n, std::vector<grpc::Slice>* out) {
+    while (n > 0) {
+      Skip0();
+      if (i_ >= slices_.size()) return false;
+      const size_t k = std::min(n, slices_[i_].size() - off_);
+      out->push_back(slices_[i_].sub(off_, off_ + k));
+      off_ += k;
+      n -= k;
+    }
+    return true;
+  }
   bool done() {
     Skip0();
     return i_ >= slices_.size();
@@ -99,14 +112,20 @@ class SliceCursor {
   size_t off_ = 0;
 };
 
-// One raw ReadBlock call: sends the request, copies each response's data
-// field into `dst`.
+// One raw ReadBlock call: sends the request, then copies each response's
+// data field into `dst`, or, with `pieces`, keeps it as slices of the
+// response (at most dst.size() bytes; dst's data is then unused).
 class RawReadReactor final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   RawReadReactor(grpc::ClientContext* ctx, absl::Span<char> dst,
-                 std::string* source, uint64_t* ring_version)
-      : ctx_(ctx), dst_(dst), source_(source), ring_version_(ring_version) {}
+                 std::vector<grpc::Slice>* pieces, std::string* source,
+                 uint64_t* ring_version)
+      : ctx_(ctx),
+        dst_(dst),
+        pieces_(pieces),
+        source_(source),
+        ring_version_(ring_version) {}
 
   void Start(grpc::GenericStub& stub, const std::string& request) {
     grpc::Slice slice(request);
@@ -159,7 +178,10 @@ class RawReadReactor final
       if (tag >> 3 == 1) {
         if (len > dst_.size() - got_)
           return Fail("worker sent more than requested");
-        if (!c.Take(len, dst_.data() + got_)) return Fail("truncated data");
+        if (pieces_ != nullptr ? !c.TakeSlices(len, pieces_)
+                               : !c.Take(len, dst_.data() + got_)) {
+          return Fail("truncated data");
+        }
         got_ += len;
       } else if (tag >> 3 == 2 && source_ != nullptr) {
         source_->resize(len);
@@ -178,6 +200,7 @@ class RawReadReactor final
 
   grpc::ClientContext* const ctx_;
   const absl::Span<char> dst_;
+  std::vector<grpc::Slice>* const pieces_;
   std::string* const source_;
   uint64_t* const ring_version_;
   grpc::ByteBuffer request_;
@@ -194,13 +217,40 @@ class RawReadReactor final
 absl::StatusOr<size_t> WorkerClient::ReadBlock(
     const BlockId& id, uint64_t offset, absl::Span<char> buffer,
     absl::Duration timeout, std::string* source, uint64_t* ring_version) {
+  return Call(id, offset, buffer, nullptr, timeout, source, ring_version);
+}
+
+absl::StatusOr<ByteView> WorkerClient::ReadBlockView(
+    const BlockId& id, uint64_t offset, uint64_t length, absl::Duration timeout,
+    std::string* source, uint64_t* ring_version) {
+  auto slices = std::make_shared<std::vector<grpc::Slice>>();
+  LARDER_RETURN_IF_ERROR(Call(id, offset, absl::Span<char>(nullptr, length),
+                              slices.get(), timeout, source, ring_version)
+                             .status());
+  // Spans are taken once the slices are in place: a short sub-slice keeps
+  // its bytes inline, inside the grpc::Slice object itself.
+  ByteView view;
+  for (const grpc::Slice& sl : *slices) {
+    view.pieces.emplace_back(reinterpret_cast<const char*>(sl.begin()),
+                             sl.size());
+  }
+  view.holds.push_back(std::move(slices));
+  return view;
+}
+
+absl::StatusOr<size_t> WorkerClient::Call(const BlockId& id, uint64_t offset,
+                                          absl::Span<char> buffer,
+                                          std::vector<grpc::Slice>* pieces,
+                                          absl::Duration timeout,
+                                          std::string* source,
+                                          uint64_t* ring_version) {
   v1::ReadBlockRequest req;
   ToProto(id, req.mutable_block());
   req.set_offset(offset);
   req.set_length(buffer.size());
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
-  RawReadReactor reactor(&ctx, buffer, source, ring_version);
+  RawReadReactor reactor(&ctx, buffer, pieces, source, ring_version);
   reactor.Start(*generic_stubs_[Next()], req.SerializeAsString());
   absl::StatusOr<size_t> n = reactor.Wait();
   if (!n.ok() && n.status().code() == absl::StatusCode::kInternal) {

@@ -10,7 +10,8 @@
 //
 // ReadBlock goes through gRPC's generic stub: the response messages stay raw
 // ByteBuffers and their data field is copied once, from gRPC's slices into
-// the caller's buffer (the protobuf path would copy twice more).
+// the caller's buffer (the protobuf path would copy twice more);
+// ReadBlockView does not copy it at all.
 //
 // Thread-safe: one instance per worker, shared by every loader thread.
 // `connections` > 1 opens that many HTTP/2 connections and spreads streams
@@ -20,6 +21,7 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/slice.h>
 
 #include <atomic>
 #include <memory>
@@ -29,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/block_key.h"
+#include "larder/client.h"
 #include "proto/worker.grpc.pb.h"
 
 namespace larder {
@@ -50,6 +53,13 @@ class WorkerClient {
                                    std::string* source = nullptr,
                                    uint64_t* ring_version = nullptr);
 
+  // ReadBlock without the copy: up to `length` bytes as slices of the buffers
+  // gRPC read the socket into, lent by the view. Same errors.
+  absl::StatusOr<ByteView> ReadBlockView(
+      const BlockId& id, uint64_t offset, uint64_t length,
+      absl::Duration timeout = absl::Seconds(60), std::string* source = nullptr,
+      uint64_t* ring_version = nullptr);
+
   // Asks the worker to fetch blocks; with `wait`, returns the first failure.
   absl::Status CacheBlocks(const std::vector<BlockId>& ids, bool wait,
                            absl::Duration timeout = absl::Minutes(5));
@@ -61,6 +71,13 @@ class WorkerClient {
 
  private:
   size_t Next() { return next_++ % stubs_.size(); }
+  // One ReadBlock call: copies into `buffer`, or, with `pieces`, collects up
+  // to buffer.size() bytes there as slices.
+  absl::StatusOr<size_t> Call(const BlockId& id, uint64_t offset,
+                              absl::Span<char> buffer,
+                              std::vector<grpc::Slice>* pieces,
+                              absl::Duration timeout, std::string* source,
+                              uint64_t* ring_version);
 
   const std::string address_;
   std::vector<std::unique_ptr<v1::WorkerData::Stub>> stubs_;

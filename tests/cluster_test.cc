@@ -108,8 +108,9 @@ class ClusterTest : public ::testing::Test {
     return c.ok() ? std::move(*c) : nullptr;
   }
 
-  // Reads every file whole and checks it; returns the number of mismatches.
-  int ReadAndCheck(Client& client) {
+  // Reads every file whole (with File::Read, or File::ReadView) and checks
+  // it; returns the number of mismatches.
+  int ReadAndCheck(Client& client, bool view = false) {
     int bad = 0;
     for (const auto& [path, data] : files_) {
       auto f = client.Open("/datasets/ds/" + path);
@@ -119,7 +120,14 @@ class ClusterTest : public ::testing::Test {
         continue;
       }
       std::string buf(data.size(), '\0');
-      auto n = (*f)->Read(0, absl::MakeSpan(buf));
+      absl::StatusOr<size_t> n;
+      if (view) {
+        absl::StatusOr<ByteView> v = (*f)->ReadView(0, data.size());
+        n = v.ok() ? absl::StatusOr<size_t>(v->size()) : v.status();
+        if (v.ok()) buf = v->ToString();
+      } else {
+        n = (*f)->Read(0, absl::MakeSpan(buf));
+      }
       if (!n.ok() || *n != data.size() || buf != data) {
         ADD_FAILURE() << path << ": "
                       << (n.ok() ? "wrong bytes" : n.status().ToString());
@@ -188,6 +196,49 @@ TEST_F(ClusterTest, ShortCircuitLeasesAreKeptBoundedAndGivenBack) {
   EXPECT_GT(local->stats().blocks_short_circuit, 0u);
 }
 
+TEST_F(ClusterTest, ReadViewsLendTheRightBytesOnEveryPath) {
+  auto remote = Connect("elsewhere");
+  auto local = Connect("");
+  ASSERT_TRUE(remote && local);
+  // Whole files: over gRPC (lent from its buffers) and by short-circuit.
+  EXPECT_EQ(ReadAndCheck(*remote, /*view=*/true), 0);
+  EXPECT_EQ(ReadAndCheck(*local, /*view=*/true), 0);
+  EXPECT_GT(remote->stats().blocks_grpc, 0u);
+  EXPECT_EQ(remote->stats().blocks_short_circuit, 0u);
+  EXPECT_GT(local->stats().blocks_short_circuit, 0u);
+
+  // Ranges across a block boundary, at and beyond the end.
+  const std::string path = "train/c2/sample-11.bin";  // 3 blocks.
+  const std::string& data = files_[path];
+  ASSERT_GT(data.size(), 2 * kBlock);
+  auto f = remote->Open("/datasets/ds/" + path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  for (auto [offset, length] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {kBlock - 10, 20}, {1, 2 * kBlock + 5}, {data.size() - 5, 100}}) {
+    auto v = (*f)->ReadView(offset, length);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_TRUE(v->ToString() == data.substr(offset, length))
+        << offset << "+" << length;
+  }
+  auto at_end = (*f)->ReadView(data.size(), 10);
+  ASSERT_TRUE(at_end.ok());
+  EXPECT_EQ(at_end->size(), 0u);
+  EXPECT_EQ((*f)->ReadView(data.size() + 1, 1).status().code(),
+            absl::StatusCode::kOutOfRange);
+  // A view holds its bytes: it outlives the file and later reads.
+  auto kept = (*f)->ReadView(0, data.size());
+  ASSERT_TRUE(kept.ok());
+  f->reset();
+  EXPECT_EQ(ReadAndCheck(*remote), 0);
+  EXPECT_TRUE(kept->ToString() == data);
+
+  // Every worker gone: views come from the under-store, still exact.
+  for (auto& w : workers_) w->Kill(SIGKILL);
+  const uint64_t before = remote->stats().blocks_under_store;
+  EXPECT_EQ(ReadAndCheck(*remote, /*view=*/true), 0);
+  EXPECT_GT(remote->stats().blocks_under_store, before);
+}
+
 TEST_F(ClusterTest, KilledWorkerDuringReadsNeverFailsARead) {
   auto client = Connect("elsewhere");
   ASSERT_NE(client, nullptr);
@@ -196,7 +247,7 @@ TEST_F(ClusterTest, KilledWorkerDuringReadsNeverFailsARead) {
   std::atomic<int> bad{0}, rounds{0};
   std::thread reader([&] {
     while (!stop) {
-      bad += ReadAndCheck(*client);
+      bad += ReadAndCheck(*client, /*view=*/rounds % 2 == 1);
       ++rounds;
     }
   });

@@ -113,6 +113,24 @@ TEST_F(WorkerTest, ReadsThroughGrpcAndShortCircuitAreByteExact) {
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(buf, data_.substr(kBlock + 4095, 1000));
 
+  // Views lend gRPC's own buffers: a whole block arrives in several 1 MiB
+  // messages, so in several pieces; a range, and the short last block.
+  std::string source;
+  auto view =
+      client.ReadBlockView(Block(0), 0, kBlock, absl::Seconds(30), &source);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_GE(view->pieces.size(), 4u);
+  EXPECT_TRUE(view->ToString() == data_.substr(0, kBlock));
+  EXPECT_EQ(source, "ram");
+  view = client.ReadBlockView(Block(1), 4095, 1000);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->ToString(), data_.substr(kBlock + 4095, 1000));
+  view = client.ReadBlockView(Block(2), 0, kBlock);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE(view->ToString() == data_.substr(2 * kBlock));
+  EXPECT_EQ(client.ReadBlockView(Block(0), kBlock + 1, 10).status().code(),
+            absl::StatusCode::kOutOfRange);
+
   auto sc = ShortCircuitClient::Connect(worker->socket_path());
   ASSERT_TRUE(sc.ok()) << sc.status();
   std::string via_sc;

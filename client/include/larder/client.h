@@ -20,7 +20,8 @@
 // with FailedPrecondition.
 //
 // Thread-safe: use one Client per process, shared by every loader thread.
-// Memory is bounded: the library holds no data beyond the caller's buffers.
+// Memory is bounded: the library holds no data beyond the caller's buffers
+// and the ByteViews the caller keeps.
 //
 // Usage:
 //
@@ -103,6 +104,21 @@ struct LocalSlice {
   std::shared_ptr<const void> hold;
 };
 
+// The bytes of a read lent without a copy: `pieces`, in order, lie in memory
+// the library holds until the view is dropped (gRPC's receive buffers for
+// blocks streamed from a worker on another node; a buffer of its own for
+// blocks read by short-circuit or from the under-store). Read-only.
+struct ByteView {
+  std::vector<absl::Span<const char>> pieces;
+  std::vector<std::shared_ptr<const void>> holds;
+
+  uint64_t size() const;
+  // Copies the pieces out, in order (for callers that need one buffer).
+  std::string ToString() const;
+  // Moves `other`'s pieces to the end of this view.
+  void Append(ByteView other);
+};
+
 class Client;
 
 // An open file, pinned to the version it had at Open. Thread-safe.
@@ -114,6 +130,13 @@ class File {
   // file. Errors: see the file comment.
   virtual absl::StatusOr<size_t> Read(uint64_t offset,
                                       absl::Span<char> out) = 0;
+  // Read without the copy into a caller's buffer: the bytes of
+  // Read(offset, length) as a view (empty at the end of the file). Blocks
+  // that come over gRPC are lent from the buffers the socket was read into,
+  // so a consumer that can take pieces (a writev, the FUSE adaptor's reply)
+  // touches each byte once less. Same routing, failover and errors as Read.
+  virtual absl::StatusOr<ByteView> ReadView(uint64_t offset,
+                                            uint64_t length) = 0;
   // Zero-copy Read for consumers that take file descriptors (the FUSE
   // adaptor splices them to the kernel): the bytes of Read(offset, length)
   // as slices of blocks cached on this node (empty at the end of the file).
