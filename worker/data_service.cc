@@ -91,11 +91,9 @@ class ReadBlockReactor final
     WriteNext();
   }
 
+  // Writes the next chunk; the last one (the only one for an empty range)
+  // carries the status.
   void WriteNext() {
-    if (pos_ >= end_ && !first_) {
-      Finish(grpc::Status::OK);
-      return;
-    }
     const size_t n = static_cast<size_t>(
         std::min<uint64_t>(service_->chunk_bytes_, end_ - pos_));
     // ReadBlockResponse: field 2 (source) on the first message, then field 1
@@ -128,6 +126,12 @@ class ReadBlockReactor final
     first_ = false;
     CountServed(service_->metrics_, source_, n, ServePath::kGrpc);
     pos_ += n;
+    if (pos_ >= end_) {
+      // The status goes out with the last chunk: no separate trailers
+      // message for the client to wake up for.
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+      return;
+    }
     StartWrite(&response_);
   }
 
