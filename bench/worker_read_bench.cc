@@ -34,7 +34,6 @@
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/log.h"
-#include "larder/client.h"
 #include "tests/testing/process.h"
 #include "tests/testing/worker_process.h"
 #include "understore/factory.h"
@@ -269,62 +268,6 @@ int Run() {
          });
        }});
 
-  // The client library, as a data loader on another node uses it: a master,
-  // a second worker registered with it (over the same directory), and one
-  // sequential reader of 4 MiB ReadView calls; with the data readahead (the
-  // next block's round trip overlaps this one's transfer) and without.
-  const std::string dir_uri = "file://" + dir.path() + "/data";
-  auto master = testing::MasterProcess::Start();
-  if (!master.ok()) return 1;
-  auto ring_worker = testing::WorkerProcess::Start(
-      {absl::StrCat("--master=", (*master)->address()),
-       absl::StrCat("--ram_capacity=", size + (256 << 20)),
-       "--log_level=warning"});
-  if (!ring_worker.ok()) return 1;
-  if (auto r = testing::RunCommand(
-          {LARDER_CLI_BINARY, "mount", "/bench", dir_uri,
-           absl::StrCat("--master=", (*master)->address())});
-      !r.ok()) {
-    std::fprintf(stderr, "mount: %s\n", r.status().ToString().c_str());
-    return 1;
-  }
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int ahead : {2, 0}) {
-    ClientOptions o;
-    o.master = (*master)->address();
-    o.node = "elsewhere";  // Blocks come over gRPC.
-    o.data_readahead_blocks = ahead;
-    absl::StatusOr<std::unique_ptr<Client>> c;
-    testing::WaitFor(
-        [&] {
-          c = Client::Connect(o);
-          return c.ok() && (*c)->Open("/bench/object.bin").ok();
-        },
-        absl::Seconds(20));
-    if (!c.ok()) {
-      std::fprintf(stderr, "client: %s\n", c.status().ToString().c_str());
-      return 1;
-    }
-    clients.push_back(*std::move(c));
-    Client* client = clients.back().get();
-    configs.push_back(
-        {ahead > 0 ? "larder client ReadView, data readahead 2"
-                   : "larder client ReadView, no data readahead",
-         1, [&, client] {
-           auto f = client->Open("/bench/object.bin");
-           if (!f.ok()) std::exit(1);
-           const absl::Time start = absl::Now();
-           for (uint64_t off = 0; off < size; off += kBlock) {
-             auto v = (*f)->ReadView(off, kBlock);
-             if (!v.ok() || v->size() != std::min(kBlock, size - off)) {
-               std::fprintf(stderr, "client read failed\n");
-               std::exit(1);
-             }
-           }
-           return size / absl::ToDoubleSeconds(absl::Now() - start) / 1e9;
-         }});
-  }
-
   // Warm-up round, read as a second epoch would: blocks read again once
   // they are 5 s old are moved into 2 MiB pages by the worker while it is
   // quiet (--collapse_huge_pages); wait for that, so the rounds measure the
@@ -334,11 +277,8 @@ int Run() {
   const absl::Time settle = absl::Now();
   testing::WaitFor(
       [&] {
-        for (auto* w : {worker->get(), ring_worker->get()}) {
-          auto q = w->Metric("larder_worker_huge_page_queue");
-          if (q.ok() && *q != 0) return false;
-        }
-        return true;
+        auto q = (*worker)->Metric("larder_worker_huge_page_queue");
+        return !q.ok() || *q == 0;
       },
       absl::Seconds(60));
   const double settle_s = absl::ToDoubleSeconds(absl::Now() - settle);
@@ -384,10 +324,6 @@ int Run() {
       ratio(5, 1));
   std::printf("  gRPC view, 4 streams / TCP, 4 streams    = %5.0f%%\n",
               ratio(6, 2));
-  std::printf("  client ReadView, readahead / TCP, 1 stream = %5.0f%%\n",
-              ratio(10, 1));
-  std::printf("  client ReadView, no readahead / TCP        = %5.0f%%\n",
-              ratio(11, 1));
   std::printf("  gRPC into a buffer, 1 stream / TCP       = %5.0f%%\n",
               ratio(3, 1));
   std::printf("  gRPC into a buffer, 4 streams / TCP      = %5.0f%%\n",

@@ -60,36 +60,6 @@ FileInfo FromProto(const v1::ObjectInfo& o) {
 
 class ClientImpl;
 
-// A block read whole ahead of a sequential reader.
-struct AheadBlock {
-  // kQueued until a readahead thread takes it (kRunning); a reader that
-  // comes first reads the block itself instead of waiting in the queue
-  // behind other files' blocks (kAbandoned).
-  enum State { kQueued, kRunning, kAbandoned };
-  std::atomic<int> state{kQueued};
-  std::atomic<bool> used{false};  // Counted in ClientStats once.
-  absl::Notification done;
-  absl::StatusOr<ByteView> view;  // Set before done.
-};
-
-// The bytes [offset, offset + length) of `view`, sharing its memory.
-ByteView Subview(const ByteView& view, uint64_t offset, uint64_t length) {
-  ByteView out;
-  out.holds = view.holds;
-  for (absl::Span<const char> p : view.pieces) {
-    if (length == 0) break;
-    if (offset >= p.size()) {
-      offset -= p.size();
-      continue;
-    }
-    const uint64_t n = std::min<uint64_t>(p.size() - offset, length);
-    out.pieces.push_back(p.subspan(offset, n));
-    offset = 0;
-    length -= n;
-  }
-  return out;
-}
-
 class FileImpl final : public File {
  public:
   FileImpl(ClientImpl* client, v1::StatResponse stat)
@@ -118,14 +88,6 @@ class FileImpl final : public File {
           read);
   // Starts readahead for a sequential reader of [offset, end).
   void NoteRead(uint64_t offset, uint64_t end);
-  // Data readahead (ClientOptions::data_readahead_blocks): forgets the
-  // blocks read ahead before `first`, or all of them when `restart` (the
-  // reader jumped); with `start`, starts whole-block reads of blocks
-  // (last, last + n] owned by workers on other nodes.
-  void ReadDataAhead(uint64_t first, uint64_t last, bool restart, bool start);
-  // Block `index` read ahead, waited for; null if it was not, or failed
-  // (the caller then reads it itself).
-  std::shared_ptr<AheadBlock> ReadAheadBlock(uint64_t index);
   BlockId Block(uint64_t index) const {
     return BlockId{stat_.mount(), stat_.relative(),   info_.version,
                    index,         stat_.block_size(), info_.size};
@@ -135,11 +97,7 @@ class FileImpl final : public File {
   const FileInfo info_;
   std::atomic<uint64_t> next_sequential_{0};
   std::atomic<uint64_t> readahead_until_{
-      0};                               // Blocks [.., until) already requested.
-  std::atomic<uint64_t> run_bytes_{0};  // Read in this sequential run.
-  absl::Mutex ahead_mu_;
-  std::map<uint64_t, std::shared_ptr<AheadBlock>> ahead_
-      ABSL_GUARDED_BY(ahead_mu_);
+      0};  // Blocks [.., until) already requested.
 };
 
 class ClientImpl final : public Client {
@@ -157,12 +115,10 @@ class ClientImpl final : public Client {
     // Lease-ahead waits while the worker fetches a miss; it has threads of
     // its own so it never delays a reader's parallel block reads.
     lease_ahead_pool_ = std::make_unique<ThreadPool>(2, "larder-leaseahead");
-    data_ahead_pool_ = std::make_unique<ThreadPool>(4, "larder-dataahead");
   }
 
   // Background tasks use the members below: their threads stop first.
   ~ClientImpl() override {
-    data_ahead_pool_.reset();
     lease_ahead_pool_.reset();
     pool_.reset();
   }
@@ -256,7 +212,6 @@ class ClientImpl final : public Client {
     s.blocks_short_circuit = sc_blocks_;
     s.blocks_grpc = grpc_blocks_;
     s.blocks_under_store = under_store_blocks_;
-    s.blocks_read_ahead = read_ahead_blocks_;
     s.failovers = failovers_;
     s.ring_refreshes = ring_refreshes_;
     return s;
@@ -303,23 +258,6 @@ class ClientImpl final : public Client {
         [&] { return ReadFromUnderStore(id, offset, into_buffer()); }));
     return view;
   }
-
-  // Starts reading block `id` whole, as a view, for a sequential reader;
-  // null when its owner is on this node (short-circuit needs no readahead).
-  std::shared_ptr<AheadBlock> ReadAhead(const BlockId& id) {
-    std::vector<v1::WorkerInfo> owners = Owners(id, 1);
-    if (owners.empty() || ShortCircuitTo(owners[0])) return nullptr;
-    auto ahead = std::make_shared<AheadBlock>();
-    data_ahead_pool_->Schedule([this, id, ahead] {
-      int queued = AheadBlock::kQueued;
-      if (!ahead->state.compare_exchange_strong(queued, AheadBlock::kRunning))
-        return;
-      ahead->view = ReadBlockView(id, 0, id.length());
-      ahead->done.Notify();
-    });
-    return ahead;
-  }
-  void NoteReadAheadUsed() { ++read_ahead_blocks_; }
 
   // The failover order for one block of `want` bytes: `from_worker` on its
   // owners (healthy first; again after a ring refresh if all fail), then
@@ -842,7 +780,7 @@ class ClientImpl final : public Client {
 
   ClientOptions options_;
   std::unique_ptr<v1::Master::Stub> master_;
-  std::unique_ptr<ThreadPool> pool_, lease_ahead_pool_, data_ahead_pool_;
+  std::unique_ptr<ThreadPool> pool_, lease_ahead_pool_;
   mutable absl::Mutex mu_;
   HashRing ring_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkerInfo> ring_workers_ ABSL_GUARDED_BY(mu_);
@@ -871,7 +809,7 @@ class ClientImpl final : public Client {
       ABSL_GUARDED_BY(lease_mu_);
   std::deque<std::string> lease_order_ ABSL_GUARDED_BY(lease_mu_);
   std::atomic<uint64_t> sc_blocks_{0}, grpc_blocks_{0}, under_store_blocks_{0},
-      read_ahead_blocks_{0}, failovers_{0}, ring_refreshes_{0};
+      failovers_{0}, ring_refreshes_{0};
 };
 
 void FileImpl::NoteRead(uint64_t offset, uint64_t end) {
@@ -882,14 +820,7 @@ void FileImpl::NoteRead(uint64_t offset, uint64_t end) {
   // readahead requests reach a FUSE daemon's threads in any order.
   const int ahead = client_->options().readahead_blocks;
   const uint64_t prev_end = next_sequential_.load();
-  const bool sequential =
-      offset + 2 * bs >= prev_end && offset <= prev_end + 2 * bs;
-  // Data is read ahead once a block's worth was read in this run: a reader
-  // of scattered small records reads no whole blocks it does not need.
-  const uint64_t run =
-      sequential ? run_bytes_ += end - offset : run_bytes_ = end - offset;
-  ReadDataAhead(offset / bs, last, !sequential, run >= bs);
-  if (ahead > 0 && sequential) {
+  if (ahead > 0 && offset + 2 * bs >= prev_end && offset <= prev_end + 2 * bs) {
     const uint64_t total = BlockCount(info_.size, bs);
     // Refilled when half the window is used, so a reader of one block per
     // request asks for blocks in batches, not one at a time.
@@ -909,52 +840,6 @@ void FileImpl::NoteRead(uint64_t offset, uint64_t end) {
   } else if (end > prev_end) {
     next_sequential_ = end;
   }
-}
-
-void FileImpl::ReadDataAhead(uint64_t first, uint64_t last, bool restart,
-                             bool start) {
-  const int n = client_->options().data_readahead_blocks;
-  absl::MutexLock lock(&ahead_mu_);
-  if (restart) {
-    ahead_.clear();
-  } else {
-    // Blocks the reader has passed (one back is kept: FUSE requests may
-    // arrive out of order).
-    ahead_.erase(ahead_.begin(), ahead_.lower_bound(first > 0 ? first - 1 : 0));
-  }
-  if (!start || n <= 0) return;
-  const uint64_t total = BlockCount(info_.size, stat_.block_size());
-  for (uint64_t b = last + 1; b < std::min<uint64_t>(total, last + 1 + n);
-       ++b) {
-    if (ahead_.contains(b)) continue;
-    std::shared_ptr<AheadBlock> a = client_->ReadAhead(Block(b));
-    if (a == nullptr) return;  // Owned on this node: short-circuit.
-    ahead_[b] = std::move(a);
-  }
-}
-
-std::shared_ptr<AheadBlock> FileImpl::ReadAheadBlock(uint64_t index) {
-  std::shared_ptr<AheadBlock> a;
-  {
-    absl::MutexLock lock(&ahead_mu_);
-    auto it = ahead_.find(index);
-    if (it == ahead_.end()) return nullptr;
-    a = it->second;
-  }
-  // Not started yet (or given up by an earlier piece): read it directly.
-  int state = AheadBlock::kQueued;
-  if (!a->state.compare_exchange_strong(state, AheadBlock::kAbandoned) &&
-      state == AheadBlock::kRunning) {
-    a->done.WaitForNotification();
-    if (a->view.ok()) {
-      if (!a->used.exchange(true)) client_->NoteReadAheadUsed();
-      return a;
-    }
-  }
-  absl::MutexLock lock(&ahead_mu_);
-  if (auto it = ahead_.find(index); it != ahead_.end() && it->second == a)
-    ahead_.erase(it);
-  return nullptr;
 }
 
 absl::StatusOr<uint64_t> FileImpl::End(uint64_t offset, uint64_t length) const {
@@ -1029,15 +914,6 @@ absl::StatusOr<size_t> FileImpl::Read(uint64_t offset, absl::Span<char> out) {
   LARDER_RETURN_IF_ERROR(ForEachPiece(
       offset, end,
       [&](size_t, uint64_t block, uint64_t in_block, uint64_t at, uint64_t n) {
-        if (std::shared_ptr<AheadBlock> a = ReadAheadBlock(block)) {
-          char* dst = out.data() + at;
-          for (absl::Span<const char> p :
-               Subview(*a->view, in_block, n).pieces) {
-            std::memcpy(dst, p.data(), p.size());
-            dst += p.size();
-          }
-          return absl::OkStatus();
-        }
         return client_->ReadBlock(Block(block), in_block, out.subspan(at, n));
       }));
   return static_cast<size_t>(end - offset);
@@ -1053,10 +929,6 @@ absl::StatusOr<ByteView> FileImpl::ReadView(uint64_t offset, uint64_t length) {
       offset, end,
       [&](size_t i, uint64_t block, uint64_t in_block, uint64_t,
           uint64_t n) -> absl::Status {
-        if (std::shared_ptr<AheadBlock> a = ReadAheadBlock(block)) {
-          views[i] = Subview(*a->view, in_block, n);
-          return absl::OkStatus();
-        }
         LARDER_ASSIGN_OR_RETURN(
             views[i], client_->ReadBlockView(Block(block), in_block, n));
         return absl::OkStatus();

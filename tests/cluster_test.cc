@@ -96,10 +96,8 @@ class ClusterTest : public ::testing::Test {
                             absl::Seconds(20));
   }
 
-  std::unique_ptr<Client> Connect(const std::string& node,
-                                  int data_readahead_blocks = 2) {
+  std::unique_ptr<Client> Connect(const std::string& node) {
     ClientOptions o;
-    o.data_readahead_blocks = data_readahead_blocks;
     o.master = master_->address();
     o.node =
         node;  // "elsewhere": read over gRPC; the host name: short-circuit.
@@ -239,59 +237,6 @@ TEST_F(ClusterTest, ReadViewsLendTheRightBytesOnEveryPath) {
   const uint64_t before = remote->stats().blocks_under_store;
   EXPECT_EQ(ReadAndCheck(*remote, /*view=*/true), 0);
   EXPECT_GT(remote->stats().blocks_under_store, before);
-}
-
-TEST_F(ClusterTest, SequentialReadersGetRemoteBlocksReadAhead) {
-  const std::string path = "train/c2/sample-11.bin";  // 3 blocks.
-  const std::string& data = files_[path];
-  // Reads the file front to back in 256 KiB pieces, alternating Read and
-  // ReadView; returns whether every byte was right.
-  auto read_in_pieces = [&](Client& client) {
-    auto f = client.Open("/datasets/ds/" + path);
-    if (!f.ok()) return false;
-    std::string got;
-    for (uint64_t off = 0; off < data.size(); off += 256 << 10) {
-      if ((off >> 18) % 2 == 0) {
-        std::string buf(256 << 10, '\0');
-        auto n = (*f)->Read(off, absl::MakeSpan(buf));
-        if (!n.ok()) return false;
-        got += buf.substr(0, *n);
-      } else {
-        auto v = (*f)->ReadView(off, 256 << 10);
-        if (!v.ok()) return false;
-        got += v->ToString();
-      }
-    }
-    return got == data;
-  };
-  auto remote = Connect("elsewhere");
-  auto remote_no_ahead = Connect("elsewhere", /*data_readahead_blocks=*/0);
-  auto local = Connect("");
-  ASSERT_TRUE(remote && remote_no_ahead && local);
-  for (int pass = 0; pass < 2; ++pass) {  // Cold, then warm.
-    EXPECT_TRUE(read_in_pieces(*remote));
-    EXPECT_TRUE(read_in_pieces(*remote_no_ahead));
-    EXPECT_TRUE(read_in_pieces(*local));
-  }
-  // Blocks 1 and 2 of each pass come from the readahead (started once block
-  // 0 was read; a block whose read ahead had not started when the reader
-  // got there is read directly), the others not at all.
-  const uint64_t ahead = remote->stats().blocks_read_ahead;
-  EXPECT_GE(ahead, 2u);
-  EXPECT_LE(ahead, 4u);
-  EXPECT_EQ(remote_no_ahead->stats().blocks_read_ahead, 0u);
-  EXPECT_EQ(local->stats().blocks_read_ahead, 0u);
-  EXPECT_GT(local->stats().blocks_short_circuit, 0u);
-  // Scattered small reads read nothing ahead.
-  auto f = remote->Open("/datasets/ds/" + path);
-  ASSERT_TRUE(f.ok());
-  for (uint64_t off :
-       {2 * kBlock + 5, kBlock / 2, kBlock + 3, 2 * kBlock + 100}) {
-    auto v = (*f)->ReadView(off, 10);
-    ASSERT_TRUE(v.ok());
-    EXPECT_EQ(v->ToString(), data.substr(off, 10));
-  }
-  EXPECT_EQ(remote->stats().blocks_read_ahead, ahead);
 }
 
 TEST_F(ClusterTest, KilledWorkerDuringReadsNeverFailsARead) {

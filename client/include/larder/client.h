@@ -59,11 +59,6 @@ struct ClientOptions {
   std::string node;
   // Blocks a sequential reader asks the owners to fetch ahead. Default 4.
   int readahead_blocks = 4;
-  // Blocks a sequential reader reads ahead into this process, from owners on
-  // other nodes (over gRPC): the next block's round trip overlaps the
-  // current one's transfer. Memory: up to this many whole blocks per file
-  // read sequentially. 0 turns it off. Default 2.
-  int data_readahead_blocks = 2;
   // Workers tried for a block (owner first) before the fallback. Default 3.
   int max_workers_per_block = 3;
   // Read the under-store directly when every worker failed. Default true.
@@ -95,7 +90,6 @@ struct ClientStats {
   uint64_t blocks_short_circuit = 0;
   uint64_t blocks_grpc = 0;
   uint64_t blocks_under_store = 0;  // Fallback reads.
-  uint64_t blocks_read_ahead = 0;   // Reads served from data read ahead.
   uint64_t failovers = 0;  // A worker failed and the next one was tried.
   uint64_t ring_refreshes = 0;
 };
