@@ -624,8 +624,7 @@ class ClientImpl final : public Client {
     BlockId id = first;
     for (id.index = 0; id.index < blocks; ++id.index) {
       std::vector<v1::WorkerInfo> owners = Owners(id, 1);
-      if (owners.empty() || owners[0].node() != options_.node ||
-          owners[0].short_circuit_socket().empty() ||
+      if (owners.empty() || !ShortCircuitTo(owners[0]) ||
           (!socket.empty() && owners[0].short_circuit_socket() != socket))
         return absl::UnimplementedError(
             "the file's blocks are not all owned by the worker on this node");
@@ -649,7 +648,7 @@ class ClientImpl final : public Client {
   // over).
   absl::StatusOr<std::shared_ptr<CachedLease>> LocalLease(const BlockId& id) {
     std::vector<v1::WorkerInfo> owners = Owners(id, 1);
-    if (!owners.empty() && owners[0].node() == options_.node) {
+    if (!owners.empty() && ShortCircuitTo(owners[0])) {
       if (std::shared_ptr<CachedLease> kept =
               FindLease(owners[0].short_circuit_socket(), id)) {
         ++sc_blocks_;
@@ -657,8 +656,7 @@ class ClientImpl final : public Client {
       }
     }
     owners = HealthyFirst(WhereCached(id, std::move(owners)));
-    if (owners.empty() || owners[0].node() != options_.node ||
-        owners[0].short_circuit_socket().empty())
+    if (owners.empty() || !ShortCircuitTo(owners[0]))
       return absl::UnimplementedError("the block's owner is on another node");
     absl::StatusOr<std::shared_ptr<CachedLease>> lease =
         LeaseFrom(owners[0].short_circuit_socket(), id);

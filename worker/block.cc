@@ -163,9 +163,8 @@ BlockWriter::~BlockWriter() {
 absl::StatusOr<std::shared_ptr<const Block>> BlockWriter::Finish() && {
   if (object_) {
     BlockKey key = id_.Key();
-    const uint64_t offset = id_.offset();
-    std::shared_ptr<const Block> block(new Block(
-        std::move(id_), key, -1, data_, length_, std::move(object_), offset));
+    std::shared_ptr<const Block> block(
+        new Block(std::move(id_), key, -1, data_, length_, std::move(object_)));
     data_ = nullptr;
     return block;
   }
@@ -179,7 +178,7 @@ absl::StatusOr<std::shared_ptr<const Block>> BlockWriter::Finish() && {
   }
   BlockKey key = id_.Key();
   std::shared_ptr<const Block> block(
-      new Block(std::move(id_), key, fd_, data_, length_, nullptr, 0));
+      new Block(std::move(id_), key, fd_, data_, length_, nullptr));
   fd_ = -1;
   data_ = nullptr;
   return block;

@@ -82,7 +82,7 @@ class Block {
   // The sealed memfd holding the bytes at offset(): the block's own, or its
   // object's. Owned by the block (or its object). Dup it to pass it on.
   int fd() const { return object_ ? object_->fd() : fd_; }
-  uint64_t offset() const { return offset_; }
+  uint64_t offset() const { return object_ ? id_.offset() : 0; }
   // The object memfd this block lives in; null for a memfd of its own.
   const std::shared_ptr<const ObjectFile>& object() const { return object_; }
 
@@ -104,22 +104,22 @@ class Block {
  private:
   friend class BlockWriter;
   Block(BlockId id, BlockKey key, int fd, char* data, uint64_t length,
-        std::shared_ptr<const ObjectFile> object, uint64_t offset)
+        std::shared_ptr<const ObjectFile> object)
       : id_(std::move(id)),
         key_(key),
         fd_(fd),
         data_(data),
         length_(length),
-        object_(std::move(object)),
-        offset_(offset) {}
+        object_(std::move(object)) {}
 
   const BlockId id_;
   const BlockKey key_;
-  const int fd_;      // -1 when the block lives in object_.
-  char* const data_;  // Shared mapping, length_ bytes, 2 MiB-aligned.
+  const int fd_;  // -1 when the block lives in object_.
+  // Shared mapping, length_ bytes; 2 MiB-aligned when it spans a 2 MiB page
+  // (and, in an object, its offset is a multiple of 2 MiB).
+  char* const data_;
   const uint64_t length_;
   const std::shared_ptr<const ObjectFile> object_;
-  const uint64_t offset_;  // Of data_ in fd().
   const absl::Time filled_at_ = absl::Now();
   mutable std::atomic<bool> collapse_marked_{false};
 };
