@@ -4,9 +4,16 @@
 // worker's RAM tier, read through gRPC over loopback and through the
 // short-circuit socket, next to the machine's ceilings measured in the same
 // run: `dd bs=4M` of a page-cached local file, and a plain TCP loopback
-// transfer. Prints a table of medians over several rounds.
+// transfer. Prints a table of medians over several rounds, with the CPU time
+// and context switches each path costs per byte (this driver and the worker
+// together).
 //
 //   build/bench/worker_read_bench [--object_mib=1024] [--rounds=5]
+//       [--only=grpc-view1,tcp1]
+//
+// --only measures just the named rows (keys in the table's first column),
+// e.g. to attach `perf` to one path over many rounds; each measurement is
+// also logged to stderr as it is taken.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,11 +30,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
@@ -41,11 +50,19 @@
 ABSL_FLAG(int, object_mib, 1024, "Size of the cached object, MiB.");
 ABSL_FLAG(int, rounds, 5,
           "Rounds per configuration; the table shows the median.");
+ABSL_FLAG(std::vector<std::string>, only, {},
+          "Measure only these rows (comma-separated keys, as in the table's "
+          "first column); default: all.");
 
 namespace larder {
 namespace {
 
 constexpr uint64_t kBlock = 4 << 20;
+
+// The rows of the table, in order: keys for --only.
+constexpr const char* kRows[] = {
+    "dd",         "tcp1",       "tcp4",     "grpc-buf1", "grpc-buf4",
+    "grpc-view1", "grpc-view4", "sc-open1", "sc-batch8", "sc-open4"};
 
 using bench::Median;
 
@@ -139,6 +156,14 @@ int Run() {
   const uint64_t size = static_cast<uint64_t>(absl::GetFlag(FLAGS_object_mib))
                         << 20;
   const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
+  const std::vector<std::string> only = absl::GetFlag(FLAGS_only);
+  for (const std::string& key : only) {
+    if (!absl::c_linear_search(kRows, key)) {
+      std::fprintf(stderr, "--only: no row %s (rows: %s)\n", key.c_str(),
+                   absl::StrJoin(kRows, ",").c_str());
+      return 2;
+    }
+  }
 
   testing::TempDir dir;
   const std::string file = dir.path() + "/data/object.bin";
@@ -180,18 +205,21 @@ int Run() {
   // 2-3x over minutes); the table shows medians, the ratios are medians of
   // per-round ratios.
   struct Config {
+    std::string key;
     std::string what;
     int streams;
     std::function<double()> run;
     std::vector<double> gbps;
+    std::vector<double> cpu_per_gb;        // Both processes, CPU-s per GB.
+    std::vector<double> switches_per_mib;  // Context switches, both.
   };
   std::vector<Config> configs;
-  configs.push_back({"ceiling: dd bs=4M, page-cached file", 1,
+  configs.push_back({"dd", "ceiling: dd bs=4M, page-cached file", 1,
                      [&] { return DdGbps(file, size); }});
-  configs.push_back(
-      {"ceiling: plain TCP loopback", 1, [&] { return TcpGbps(size, 1); }});
-  configs.push_back(
-      {"ceiling: plain TCP loopback", 4, [&] { return TcpGbps(size, 4); }});
+  configs.push_back({"tcp1", "ceiling: plain TCP loopback", 1,
+                     [&] { return TcpGbps(size, 1); }});
+  configs.push_back({"tcp4", "ceiling: plain TCP loopback", 4,
+                     [&] { return TcpGbps(size, 4); }});
   std::vector<std::unique_ptr<WorkerClient>> grpc_clients;
   for (int streams : {1, 4}) {
     grpc_clients.push_back(
@@ -201,7 +229,8 @@ int Run() {
     const int streams = k == 0 ? 1 : 4;
     WorkerClient* client = grpc_clients[k].get();
     configs.push_back(
-        {"larder gRPC ReadBlock into a buffer", streams, [&, client, streams] {
+        {absl::StrCat("grpc-buf", streams),
+         "larder gRPC ReadBlock into a buffer", streams, [&, client, streams] {
            return ReadAll(size, streams,
                           [&, client](int, uint64_t i, absl::Span<char> buf) {
                             auto n = client->ReadBlock(
@@ -216,7 +245,8 @@ int Run() {
     const int streams = k == 0 ? 1 : 4;
     WorkerClient* client = grpc_clients[k].get();
     configs.push_back(
-        {"larder gRPC ReadBlockView (zero-copy)", streams,
+        {absl::StrCat("grpc-view", streams),
+         "larder gRPC ReadBlockView (zero-copy)", streams,
          [&, client, streams] {
            return ReadAll(
                size, streams, [&, client](int, uint64_t i, absl::Span<char>) {
@@ -229,7 +259,7 @@ int Run() {
   for (int t = 0; t < 4; ++t)
     sc.push_back(*ShortCircuitClient::Connect((*worker)->socket_path()));
   configs.push_back(
-      {"larder short-circuit, open per block", 1, [&] {
+      {"sc-open1", "larder short-circuit, open per block", 1, [&] {
          return ReadAll(size, 1, [&](int t, uint64_t i, absl::Span<char> buf) {
            auto n = sc[t]->Read(id(i), 0, buf.subspan(0, id(i).length()));
            return n.ok() && *n == id(i).length();
@@ -237,7 +267,7 @@ int Run() {
        }});
   // A sequential reader with readahead: opens 8 blocks per exchange.
   configs.push_back(
-      {"larder short-circuit, 8 blocks per open", 1, [&] {
+      {"sc-batch8", "larder short-circuit, 8 blocks per open", 1, [&] {
          std::unique_ptr<char, decltype(&std::free)> buf(
              static_cast<char*>(std::aligned_alloc(4096, kBlock)), &std::free);
          const uint64_t blocks = BlockCount(size, kBlock);
@@ -261,12 +291,24 @@ int Run() {
          return size / absl::ToDoubleSeconds(absl::Now() - start) / 1e9;
        }});
   configs.push_back(
-      {"larder short-circuit, open per block", 4, [&] {
+      {"sc-open4", "larder short-circuit, open per block", 4, [&] {
          return ReadAll(size, 4, [&](int t, uint64_t i, absl::Span<char> buf) {
            auto n = sc[t]->Read(id(i), 0, buf.subspan(0, id(i).length()));
            return n.ok() && *n == id(i).length();
          });
        }});
+
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (i >= std::size(kRows) || configs[i].key != kRows[i]) {
+      std::fprintf(stderr, "kRows does not match the rows built\n");
+      return 1;
+    }
+  }
+  if (!only.empty()) {
+    std::erase_if(configs, [&](const Config& c) {
+      return !absl::c_linear_search(only, c.key);
+    });
+  }
 
   // Warm-up round, read as a second epoch would: blocks read again once
   // they are 5 s old are moved into 2 MiB pages by the worker while it is
@@ -283,14 +325,20 @@ int Run() {
       absl::Seconds(60));
   const double settle_s = absl::ToDoubleSeconds(absl::Now() - settle);
   for (int r = 0; r < rounds; ++r) {
-    for (Config& c : configs) c.gbps.push_back(c.run());
+    for (Config& c : configs) {
+      const bench::Usage before = bench::UsageNow((*worker)->pid());
+      c.gbps.push_back(c.run());
+      const bench::Usage after = bench::UsageNow((*worker)->pid());
+      c.cpu_per_gb.push_back((after.cpu_s - before.cpu_s) / (size / 1e9));
+      c.switches_per_mib.push_back((after.switches - before.switches) /
+                                   (size >> 20));
+      std::fprintf(stderr,
+                   "round %d/%d %-10s %6.2f GB/s %5.2f CPU-s/GB %5.1f "
+                   "switches/MiB\n",
+                   r + 1, rounds, c.key.c_str(), c.gbps.back(),
+                   c.cpu_per_gb.back(), c.switches_per_mib.back());
+    }
   }
-  auto ratio = [&](int a, int b) {
-    std::vector<double> v;
-    for (int r = 0; r < rounds; ++r)
-      v.push_back(configs[a].gbps[r] / configs[b].gbps[r]);
-    return 100 * Median(v);
-  };
 
   std::string shmem = "?";
   if (auto s = testing::ReadFile(
@@ -310,32 +358,53 @@ int Run() {
           ->Metric("larder_worker_huge_page_collapses_total{result=\"ok\"}")
           .value_or(0),
       static_cast<unsigned long long>(BlockCount(size, kBlock)), settle_s);
-  std::printf("%-44s %8s %8s %8s %8s\n", "path", "streams", "median", "min",
-              "max");
+  // CPU-s/GB: CPU time of this driver (client threads, TCP ends, dd) and
+  // the worker together per GB moved; switches/MiB: their context switches.
+  std::printf("%-10s %-40s %7s %7s %6s %6s %9s %12s\n", "row", "path",
+              "streams", "median", "min", "max", "CPU-s/GB", "switches/MiB");
   for (const Config& c : configs) {
-    std::printf("%-44s %8d %8.2f %8.2f %8.2f\n", c.what.c_str(), c.streams,
-                Median(c.gbps), *std::min_element(c.gbps.begin(), c.gbps.end()),
-                *std::max_element(c.gbps.begin(), c.gbps.end()));
+    std::printf("%-10s %-40s %7d %7.2f %6.2f %6.2f %9.2f %12.1f\n",
+                c.key.c_str(), c.what.c_str(), c.streams, Median(c.gbps),
+                *std::min_element(c.gbps.begin(), c.gbps.end()),
+                *std::max_element(c.gbps.begin(), c.gbps.end()),
+                Median(c.cpu_per_gb), Median(c.switches_per_mib));
   }
-  std::printf("\nratios (median of per-round ratios):\n");
+  // Ratios of rows measured in the same round; those with a row left out by
+  // --only are skipped.
+  struct Ratio {
+    const char* what;
+    const char* num;
+    const char* den;
+    const char* target;
+  };
+  const Ratio ratios[] = {
+      {"gRPC view, 1 stream / TCP, 1 stream", "grpc-view1", "tcp1",
+       "target >= 60%"},
+      {"gRPC view, 4 streams / TCP, 4 streams", "grpc-view4", "tcp4", ""},
+      {"gRPC into a buffer, 1 stream / TCP", "grpc-buf1", "tcp1", ""},
+      {"gRPC into a buffer, 4 streams / TCP", "grpc-buf4", "tcp4", ""},
+      {"short-circuit, open per block / dd", "sc-open1", "dd", ""},
+      {"short-circuit, 8 blocks per open / dd", "sc-batch8", "dd",
+       "target >= 70%"},
+      {"short-circuit, 4 threads / dd", "sc-open4", "dd", ""},
+  };
+  auto row = [&](const char* key) -> const Config* {
+    for (const Config& c : configs)
+      if (c.key == key) return &c;
+    return nullptr;
+  };
   std::printf(
-      "  gRPC view, 1 stream / TCP, 1 stream      = %5.0f%%   (target >= "
-      "60%%)\n",
-      ratio(5, 1));
-  std::printf("  gRPC view, 4 streams / TCP, 4 streams    = %5.0f%%\n",
-              ratio(6, 2));
-  std::printf("  gRPC into a buffer, 1 stream / TCP       = %5.0f%%\n",
-              ratio(3, 1));
-  std::printf("  gRPC into a buffer, 4 streams / TCP      = %5.0f%%\n",
-              ratio(4, 2));
-  std::printf("  short-circuit, open per block / dd       = %5.0f%%\n",
-              ratio(7, 0));
-  std::printf(
-      "  short-circuit, 8 blocks per open / dd    = %5.0f%%   (target >= "
-      "70%%)\n",
-      ratio(8, 0));
-  std::printf("  short-circuit, 4 threads / dd            = %5.0f%%\n",
-              ratio(9, 0));
+      "\nratios: median of per-round ratios (lowest and highest round):\n");
+  for (const Ratio& q : ratios) {
+    const Config* a = row(q.num);
+    const Config* b = row(q.den);
+    if (a == nullptr || b == nullptr) continue;
+    std::vector<double> v;
+    for (int r = 0; r < rounds; ++r) v.push_back(100 * a->gbps[r] / b->gbps[r]);
+    std::printf("  %-40s = %4.0f%%  (%3.0f-%3.0f%%)  %s\n", q.what, Median(v),
+                *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()), q.target);
+  }
   return 0;
 }
 
