@@ -16,6 +16,13 @@
 namespace larder {
 namespace {
 
+// Data bytes per ReadBlock response this client asks for: a default 4 MiB
+// block in one message. Against the worker's default of 1 MiB this cut the
+// CPU time of a gRPC read by ~20% per byte, driver and worker together, and
+// raised one stream from 53-55% to 62-63% of the TCP loopback ceiling
+// (worker_read_bench). The channel accepts messages of up to 16 MiB.
+constexpr uint32_t kChunkBytes = 4 << 20;
+
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(timeout));
@@ -248,6 +255,7 @@ absl::StatusOr<size_t> WorkerClient::Call(const BlockId& id, uint64_t offset,
   ToProto(id, req.mutable_block());
   req.set_offset(offset);
   req.set_length(buffer.size());
+  req.set_max_chunk_bytes(kChunkBytes);
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
   RawReadReactor reactor(&ctx, buffer, pieces, source, ring_version);

@@ -4,6 +4,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -12,8 +13,6 @@
 #include "common/log.h"
 
 namespace larder {
-
-namespace {}  // namespace
 
 // Appends the protobuf varint encoding of `v`.
 void AppendVarint(std::string* out, uint64_t v) {
@@ -58,6 +57,11 @@ class ReadBlockReactor final
     }
     pos_ = req.offset();
     end_ = req.length() == 0 ? length : std::min(length, pos_ + req.length());
+    chunk_ = req.max_chunk_bytes() == 0
+                 ? service_->chunk_bytes_
+                 : std::clamp<size_t>(req.max_chunk_bytes(),
+                                      DataService::kMinChunkBytes,
+                                      DataService::kMaxChunkBytes);
     if (std::shared_ptr<const Block> b = service_->store_->TryGetCached(id_)) {
       Start(std::move(b), BlockSource::kRam);
       return;
@@ -94,8 +98,8 @@ class ReadBlockReactor final
   // Writes the next chunk; the last one (the only one for an empty range)
   // carries the status.
   void WriteNext() {
-    const size_t n = static_cast<size_t>(
-        std::min<uint64_t>(service_->chunk_bytes_, end_ - pos_));
+    const size_t n =
+        static_cast<size_t>(std::min<uint64_t>(chunk_, end_ - pos_));
     // ReadBlockResponse: field 2 (source) on the first message, then field 1
     // (data) whose bytes are the block's own memory.
     std::string head;
@@ -142,6 +146,7 @@ class ReadBlockReactor final
   BlockSource source_ = BlockSource::kRam;
   uint64_t pos_ = 0;
   uint64_t end_ = 0;
+  size_t chunk_ = 0;  // Data bytes per message.
   bool first_ = true;
   grpc::ByteBuffer response_;
 };

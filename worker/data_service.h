@@ -13,8 +13,9 @@
 // ReadBlock is zero-copy: it is a raw method whose responses are ByteBuffers
 // made of a few bytes of protobuf framing (ReadBlockResponse wire format) and
 // a slice that points into the block's memory, holding a reference to the
-// block until gRPC has written it. Chunks of `chunk_bytes` (1 MiB), one write
-// in flight at a time (flow control is gRPC's).
+// block until gRPC has written it. Chunks of `chunk_bytes` (1 MiB) unless the
+// request asks for other (max_chunk_bytes, within [kMinChunkBytes,
+// kMaxChunkBytes]); one write in flight at a time (flow control is gRPC's).
 //
 // Thread-safe. `store`, `metrics` and `executor` must outlive the service.
 #ifndef LARDER_WORKER_DATA_SERVICE_H_
@@ -33,6 +34,9 @@ class DataService final
     : public v1::WorkerData::WithRawCallbackMethod_ReadBlock<
           v1::WorkerData::CallbackService> {
  public:
+  static constexpr size_t kMinChunkBytes = 64 << 10;
+  static constexpr size_t kMaxChunkBytes = 4 << 20;
+
   // `ring_version` (may be null: standalone) is the ring version the worker
   // last heard from the master; ReadBlock passes it on to clients.
   DataService(BlockStore* store, WorkerMetrics* metrics, ThreadPool* executor,
