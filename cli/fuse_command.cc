@@ -78,9 +78,10 @@ Every mount of the master's mount table appears under MOUNTPOINT as a directory 
 owned by the worker on this node (--node, default the host name) by short-circuit, others
 over gRPC. Files of at least --direct_io_min_size bypass the page cache (direct_io); smaller
 ones use it. A large file the worker on this node holds whole in RAM is read by the kernel
-straight from the worker's memory (--passthrough). Writes fail with EROFS. SIGTERM/SIGINT unmount after in-flight reads finish; if
-the daemon dies, fusermount3 unmounts (--auto_unmount). Exit codes: 3 the mount point does
-not exist, 6 it is busy (already mounted, or a dead mount), 5 the master is unreachable.
+straight from the worker's memory (--passthrough). Writes fail with EROFS. SIGTERM/SIGINT
+unmount after in-flight reads finish; if the daemon dies, fusermount3 unmounts
+(--auto_unmount). Exit codes: 3 the mount point does not exist, 6 it is busy (already
+mounted, or a dead mount), 5 the master is unreachable.
 )";
 
 absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
