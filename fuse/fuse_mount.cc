@@ -323,9 +323,13 @@ class FuseMount::Fs {
     fuse_reply_err(req, EROFS);
   }
 
-  struct stat Attr(fuse_ino_t ino, const FileInfo& info) const {
+  // Attributes of the file at cluster path `path`. st_ino is the path's
+  // stable number (InodeTable::StableIno), not the FUSE node id: readdir,
+  // readdirplus and stat agree on it, and it is never 0 (which readdir(3)
+  // takes for a deleted entry and skips).
+  struct stat Attr(absl::string_view path, const FileInfo& info) const {
     struct stat st {};
-    st.st_ino = ino;
+    st.st_ino = InodeTable::StableIno(path);
     st.st_mode = info.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
     st.st_nlink = info.is_dir ? 2 : 1;
     st.st_uid = uid_;
@@ -420,7 +424,7 @@ class FuseMount::Fs {
     }
     fuse_entry_param e{};
     e.ino = fs->inodes_.Ref(path);
-    e.attr = fs->Attr(e.ino, *info);
+    e.attr = fs->Attr(path, *info);
     e.attr_timeout = absl::ToDoubleSeconds(fs->options_.attr_timeout);
     e.entry_timeout = absl::ToDoubleSeconds(fs->options_.entry_timeout);
     fs->metrics_.inodes->Set(static_cast<double>(fs->inodes_.size()));
@@ -459,7 +463,7 @@ class FuseMount::Fs {
       fs->ReplyError(req, scope, "getattr", *path, info.status());
       return;
     }
-    struct stat st = fs->Attr(ino, *info);
+    struct stat st = fs->Attr(*path, *info);
     fuse_reply_attr(req, &st, absl::ToDoubleSeconds(fs->options_.attr_timeout));
   }
 
@@ -527,7 +531,6 @@ class FuseMount::Fs {
       e.attr = st;
       if (counts_lookup) {
         e.ino = inodes_.Ref(path);
-        e.attr.st_ino = e.ino;
         e.attr_timeout = absl::ToDoubleSeconds(options_.attr_timeout);
         e.entry_timeout = absl::ToDoubleSeconds(options_.entry_timeout);
       }
@@ -536,9 +539,13 @@ class FuseMount::Fs {
       return true;
     };
     struct stat dir_st {};
-    dir_st.st_ino = ino;
+    dir_st.st_ino = InodeTable::StableIno(d.path);
     dir_st.st_mode = S_IFDIR;
     if (off < 1 && !add(".", dir_st, 1, false, "")) return used;
+    const size_t slash = d.path.rfind('/');
+    dir_st.st_ino = InodeTable::StableIno(
+        slash == 0 || slash == std::string::npos ? "/"
+                                                 : d.path.substr(0, slash));
     if (off < 2 && !add("..", dir_st, 2, false, "")) return used;
     for (uint64_t index = off < 2 ? 0 : static_cast<uint64_t>(off) - 2;;
          ++index) {
@@ -552,7 +559,7 @@ class FuseMount::Fs {
       const std::string name = BaseName(entry.path);
       if (name.empty()) continue;
       const std::string path = InodeTable::Child(d.path, name);
-      struct stat st = Attr(0, entry);
+      struct stat st = Attr(path, entry);
       if (!add(name.c_str(), st, static_cast<off_t>(index + 3), true, path))
         return used;
     }

@@ -2,6 +2,7 @@
 #include "fuse/inode_table.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 
 namespace larder {
 
@@ -14,6 +15,13 @@ std::string InodeTable::Child(absl::string_view parent,
                               absl::string_view name) {
   return parent == "/" ? absl::StrCat("/", name)
                        : absl::StrCat(parent, "/", name);
+}
+
+uint64_t InodeTable::StableIno(absl::string_view path) {
+  if (path == "/") return kRoot;
+  // 63 bits: some tools print st_ino as a signed number.
+  const uint64_t h = Hash64(path) >> 1;
+  return h < 2 ? h + 2 : h;
 }
 
 uint64_t InodeTable::Ref(const std::string& path) {

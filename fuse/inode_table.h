@@ -37,6 +37,12 @@ class InodeTable {
   // "/" + name, or parent + "/" + name.
   static std::string Child(absl::string_view parent, absl::string_view name);
 
+  // The inode number users see for `path` (st_ino, d_ino): 1 for "/", else
+  // a hash of the path, never 0 or 1. It is stable across lookups, forgets
+  // and daemon restarts, and independent of the FUSE node id, so a plain
+  // readdir (which hands out no node ids) reports the number stat will.
+  static uint64_t StableIno(absl::string_view path);
+
   // The inode of `path`, created if needed, with one more lookup reference.
   uint64_t Ref(const std::string& path);
   // Drops `n` references; at zero the inode is removed.

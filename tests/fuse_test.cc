@@ -42,36 +42,9 @@ using testing::PatternBytes;
 
 constexpr uint64_t kBlock = 1 << 20;
 
-// Runs `script` with /bin/sh; returns its exit code and output.
-struct Shell {
-  int code;
-  std::string out;
-};
-Shell Sh(const std::string& script) {
-  const std::string cmd = absl::StrCat(
-      "/bin/sh -c '", absl::StrReplaceAll(script, {{"'", "'\\''"}}), "' 2>&1");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-// Reads a whole file with read(2); NotFound etc. as errno text.
-absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return absl::ErrnoToStatus(errno, path);
-  std::string out;
-  char buf[1 << 16];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
-  const int err = errno;
-  ::close(fd);
-  if (n < 0) return absl::ErrnoToStatus(err, path);
-  return out;
-}
+using testing::ReadAll;
+using testing::Sh;
+using testing::Shell;
 
 class FuseTest : public ::testing::Test {
  protected:

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 
 extern char** environ;
@@ -200,6 +201,32 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv) {
     return absl::InternalError(
         absl::StrCat(argv[0], " failed (status ", status, "): ", err));
   }
+  return out;
+}
+
+Shell Sh(const std::string& script) {
+  const std::string cmd = absl::StrCat(
+      "/bin/sh -c '", absl::StrReplaceAll(script, {{"'", "'\\''"}}), "' 2>&1");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, absl::StrCat("popen: ", std::strerror(errno))};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+absl::StatusOr<std::string> ReadAll(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return absl::ErrnoToStatus(errno, path);
+  std::string out;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) return absl::ErrnoToStatus(err, path);
   return out;
 }
 

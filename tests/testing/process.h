@@ -85,6 +85,18 @@ class Subprocess {
 // non-zero exit (with stderr in the message).
 absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
 
+// The exit code and output (stdout and stderr together) of a shell script.
+struct Shell {
+  int code;
+  std::string out;
+};
+// Runs `script` with /bin/sh -c.
+Shell Sh(const std::string& script);
+
+// A whole file read with read(2), 64 KiB at a time (through a FUSE mount:
+// the way a loader reads); the errno as a status on failure.
+absl::StatusOr<std::string> ReadAll(const std::string& path);
+
 }  // namespace larder::testing
 
 #endif  // LARDER_TESTS_TESTING_PROCESS_H_
