@@ -4,15 +4,22 @@
 #ifndef LARDER_BENCH_BENCH_UTIL_H_
 #define LARDER_BENCH_BENCH_UTIL_H_
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/time/clock.h"
+#include "tests/testing/process.h"
 
 namespace larder::bench {
 
@@ -23,6 +30,24 @@ inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t mid = v.size() / 2;
   return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+// CPU time (user + system, all threads) used so far by process `pid`, from
+// /proc/PID/stat (clock ticks: 10 ms resolution). 0 if it is gone.
+inline double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line) || line.rfind(')') == std::string::npos)
+    return 0;
+  // Fields after "pid (comm)": state is field 3; utime, stime are 14, 15.
+  std::istringstream in(line.substr(line.rfind(')') + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int f = 3; f <= 15 && in >> field; ++f) {
+    if (f == 14) utime = std::stod(field);
+    if (f == 15) stime = std::stod(field);
+  }
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // CPU time and context switches used so far by this process (all its
@@ -43,20 +68,9 @@ inline Usage UsageNow(pid_t other = 0) {
     u.switches += r.ru_nvcsw + r.ru_nivcsw;
   }
   if (other <= 0) return u;
+  u.cpu_s += ProcessCpuSeconds(other);
   const std::string proc = "/proc/" + std::to_string(other);
-  std::ifstream stat(proc + "/stat");
   std::string line;
-  if (std::getline(stat, line) && line.rfind(')') != std::string::npos) {
-    // Fields after "pid (comm)": state is field 3; utime, stime are 14, 15.
-    std::istringstream in(line.substr(line.rfind(')') + 2));
-    std::string field;
-    double utime = 0, stime = 0;
-    for (int f = 3; f <= 15 && in >> field; ++f) {
-      if (f == 14) utime = std::stod(field);
-      if (f == 15) stime = std::stod(field);
-    }
-    u.cpu_s += (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-  }
   std::ifstream status(proc + "/status");
   while (std::getline(status, line)) {
     if (line.rfind("voluntary_ctxt_switches:", 0) == 0 ||
@@ -65,6 +79,44 @@ inline Usage UsageNow(pid_t other = 0) {
     }
   }
   return u;
+}
+
+// Empties the kernel's page, dentry and inode caches (root only).
+inline void DropCaches() {
+  ::sync();
+  if (!testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok())
+    std::fprintf(stderr, "cannot drop caches (not root?)\n");
+}
+
+// Reads every file whole with `readers` threads; files per second.
+inline double FilesPerSecond(const std::vector<std::string>& paths, int readers,
+                             size_t size) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < readers; ++t) {
+    pool.emplace_back([&] {
+      std::vector<char> buf(size + 4096);
+      for (size_t i; (i = next++) < paths.size();) {
+        int fd = ::open(paths[i].c_str(), O_RDONLY);
+        if (fd < 0) {
+          failed = true;
+          continue;
+        }
+        size_t got = 0;
+        ssize_t n;
+        while ((n = ::read(fd, buf.data() + got, buf.size() - got)) > 0)
+          got += n;
+        ::close(fd);
+        if (got != size) failed = true;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  if (failed) std::fprintf(stderr, "a small-file read failed\n");
+  return failed ? 0 : paths.size() / secs;
 }
 
 }  // namespace larder::bench

@@ -56,13 +56,9 @@ namespace {
 
 constexpr size_t kReadSize = 4 << 20;
 
+using bench::DropCaches;
+using bench::FilesPerSecond;
 using bench::Median;
-
-void DropCaches() {
-  ::sync();
-  if (!testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok())
-    std::fprintf(stderr, "cannot drop caches (not root?)\n");
-}
 
 // Reads `path` sequentially with 4 MiB reads into an aligned buffer; GB/s.
 double SequentialGbps(const std::string& path, uint64_t expect) {
@@ -86,37 +82,6 @@ double SequentialGbps(const std::string& path, uint64_t expect) {
     return 0;
   }
   return total / secs / 1e9;
-}
-
-// Reads every file whole with `readers` threads; files per second.
-double FilesPerSecond(const std::vector<std::string>& paths, int readers,
-                      size_t size) {
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  const absl::Time start = absl::Now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < readers; ++t) {
-    pool.emplace_back([&] {
-      std::vector<char> buf(size + 4096);
-      for (size_t i; (i = next++) < paths.size();) {
-        int fd = ::open(paths[i].c_str(), O_RDONLY);
-        if (fd < 0) {
-          failed = true;
-          continue;
-        }
-        size_t got = 0;
-        ssize_t n;
-        while ((n = ::read(fd, buf.data() + got, buf.size() - got)) > 0)
-          got += n;
-        ::close(fd);
-        if (got != size) failed = true;
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  if (failed) std::fprintf(stderr, "a small-file read failed\n");
-  return failed ? 0 : paths.size() / secs;
 }
 
 int Run() {

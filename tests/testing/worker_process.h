@@ -68,6 +68,7 @@ class MasterProcess {
   // One series of the master's /metrics, e.g. `larder_master_mounts`.
   absl::StatusOr<double> Metric(const std::string& series) const;
   const std::string& log_path() const { return log_; }
+  pid_t pid() const { return process_.pid(); }
 
  private:
   MasterProcess() = default;
@@ -97,6 +98,7 @@ class FuseProcess {
   const std::string& mountpoint() const { return mountpoint_; }
   const std::string& log_path() const { return log_; }
   int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return process_.pid(); }
   absl::StatusOr<double> Metric(const std::string& series) const;
 
  private:
