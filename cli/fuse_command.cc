@@ -56,6 +56,16 @@ ABSL_FLAG(std::string, fuse_metrics_listen, "127.0.0.1:7072",
 ABSL_FLAG(int, list_page_size, 1000,
           "fuse: directory entries fetched per master call (the daemon holds "
           "one page per open directory).");
+ABSL_FLAG(int64_t, metadata_cache_entries, 1000000,
+          "fuse, client: most entries (stats, negative entries, directory "
+          "listings) in the node's metadata cache.");
+ABSL_FLAG(std::string, metadata_cache_bytes, "256MiB",
+          "fuse, client: most bytes held by the node's metadata cache; a "
+          "directory larger than a quarter of it is paged, never cached.");
+ABSL_FLAG(absl::Duration, metadata_stale_window, absl::Hours(1),
+          "fuse, client: how long past its TTL cached metadata is still "
+          "served while the master or the under-store cannot be reached "
+          "(0 = never).");
 ABSL_FLAG(int, readahead_blocks, 8,
           "fuse, client: blocks a sequential reader asks the owners to fetch "
           "ahead (the worker fetches consecutive ones with one request).");
@@ -72,13 +82,18 @@ constexpr absl::string_view kUsage =
               [--direct_io_min_size=64MiB] [--passthrough=true]
               [--fuse_threads=32] [--allow_other=true] [--auto_unmount=true]
               [--fuse_metrics_listen=127.0.0.1:7072] [--readahead_blocks=8] [--node=NAME]
+              [--metadata_cache_entries=1000000] [--metadata_cache_bytes=256MiB]
+              [--metadata_stale_window=1h]
 
 Every mount of the master's mount table appears under MOUNTPOINT as a directory tree
 (/datasets/imagenet -> MOUNTPOINT/datasets/imagenet). Reads go through the cache: blocks
 owned by the worker on this node (--node, default the host name) by short-circuit, others
 over gRPC. Files of at least --direct_io_min_size bypass the page cache (direct_io); smaller
 ones use it. A large file the worker on this node holds whole in RAM is read by the kernel
-straight from the worker's memory (--passthrough). Writes fail with EROFS. SIGTERM/SIGINT
+straight from the worker's memory (--passthrough). Stats and listings are kept in the
+node's metadata cache for each mount's metadata TTL, so a warm open asks the master
+nothing; past the TTL, while the master or the under-store is unreachable, they are
+served for --metadata_stale_window. Writes fail with EROFS. SIGTERM/SIGINT
 unmount after in-flight reads finish; if the daemon dies, fusermount3 unmounts
 (--auto_unmount). Exit codes: 3 the mount point does not exist, 6 it is busy (already
 mounted, or a dead mount), 5 the master is unreachable.
@@ -126,6 +141,16 @@ absl::Status MountAndServe(
   co.master = MasterAddress().empty() ? "127.0.0.1:7060" : MasterAddress();
   co.node = absl::GetFlag(FLAGS_node);
   co.readahead_blocks = absl::GetFlag(FLAGS_readahead_blocks);
+  co.metadata_cache_entries = static_cast<size_t>(
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_metadata_cache_entries)));
+  absl::StatusOr<uint64_t> cache_bytes =
+      ParseBytes(absl::GetFlag(FLAGS_metadata_cache_bytes));
+  if (!cache_bytes.ok()) {
+    ready(cache_bytes.status(), 0);
+    return cache_bytes.status();
+  }
+  co.metadata_cache_bytes = static_cast<size_t>(*cache_bytes);
+  co.metadata_stale_window = absl::GetFlag(FLAGS_metadata_stale_window);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(co);
   if (!client.ok()) {
     ready(client.status(), 0);

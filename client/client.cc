@@ -16,12 +16,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "client/metadata_cache.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/block_key.h"
@@ -56,6 +59,44 @@ bool WorkerFailure(const absl::Status& s) {
 FileInfo FromProto(const v1::ObjectInfo& o) {
   return FileInfo{o.path(), o.is_dir(), o.size(), o.version(),
                   absl::FromUnixNanos(o.mtime_ns())};
+}
+
+void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
+  o->set_path(f.path);
+  o->set_is_dir(f.is_dir);
+  o->set_size(f.size);
+  o->set_version(f.version);
+  o->set_mtime_ns(absl::ToUnixNanos(f.mtime));
+}
+
+// The metadata cache's key for a cluster path ("/a//b/" -> "/a/b"); none
+// for paths only the master judges (relative, "." or "..").
+std::optional<std::string> CacheKey(absl::string_view path) {
+  if (path.empty() || path[0] != '/') return std::nullopt;
+  std::string out;
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (part == "." || part == "..") return std::nullopt;
+    absl::StrAppend(&out, "/", part);
+  }
+  return out.empty() ? "/" : out;
+}
+
+// "/a/b" -> "/a"; "/a" -> "/".
+std::string Parent(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  return slash == 0 || slash == std::string::npos ? "/" : key.substr(0, slash);
+}
+
+// The master or its under-store could not be reached: an expired entry may
+// be served instead (stale-if-error).
+bool Unreachable(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ||
+         s.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+absl::StatusOr<v1::StatResponse> Answer(const NodeMetadataCache::Stat& s) {
+  if (!s.status.ok()) return s.status;
+  return s.response;
 }
 
 class ClientImpl;
@@ -102,7 +143,10 @@ class FileImpl final : public File {
 
 class ClientImpl final : public Client {
  public:
-  explicit ClientImpl(ClientOptions options) : options_(std::move(options)) {
+  explicit ClientImpl(ClientOptions options)
+      : options_(std::move(options)),
+        meta_(MetadataCacheOptions{options_.metadata_cache_entries,
+                                   options_.metadata_cache_bytes}) {
     if (options_.node.empty()) {
       char host[256] = {0};
       ::gethostname(host, sizeof(host) - 1);
@@ -129,8 +173,67 @@ class ClientImpl final : public Client {
   }
 
   absl::StatusOr<FileInfo> Stat(absl::string_view path) override {
-    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(path));
+    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, MetaStat(path));
     return FromProto(r.info());
+  }
+
+  absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> ListDir(
+      absl::string_view path) override {
+    std::optional<std::string> key = CacheKey(path);
+    if (!key) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "' is not an absolute cluster path"));
+    }
+    MaybeRefresh();
+    const absl::Time now = absl::Now();
+    std::optional<NodeMetadataCache::Found<NodeMetadataCache::Listing>> cached =
+        meta_.GetListing(*key);
+    if (cached && cached->expires > now) {
+      ++meta_hits_;
+      return cached->value;
+    }
+    ++meta_misses_;
+    const bool can_stale = cached && CanServeStale(cached->expires, now);
+    absl::Status status;
+    auto listing = std::make_shared<NodeMetadataCache::Listing>();
+    if (can_stale && MasterDown(now)) {
+      status = MasterDownError();
+    } else {
+      size_t bytes = 0;
+      std::string token;
+      do {
+        absl::StatusOr<ListResult> page = List(*key, token, 1000, false);
+        if (!page.ok()) {
+          status = page.status();
+          break;
+        }
+        for (FileInfo& e : page->entries) {
+          bytes += NodeMetadataCache::EntryBytes(e);
+          listing->push_back(std::move(e));
+        }
+        if (bytes > meta_.ListingLimitBytes()) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "directory ", *key, " is larger than the metadata cache takes (",
+              meta_.ListingLimitBytes(), " bytes); page it with List"));
+        }
+        token = std::move(page->next_page_token);
+      } while (!token.empty());
+    }
+    if (status.ok()) {
+      std::sort(
+          listing->begin(), listing->end(),
+          [](const FileInfo& a, const FileInfo& b) { return a.path < b.path; });
+      meta_.PutListing(*key, listing, now + TtlOf(*key));
+      return listing;
+    }
+    if (Unreachable(status)) {
+      NoteMasterDown(now);
+      if (can_stale) {
+        NoteStale(*key, status);
+        return cached->value;
+      }
+    }
+    return status;
   }
 
   absl::StatusOr<ListResult> List(absl::string_view path,
@@ -153,7 +256,7 @@ class ClientImpl final : public Client {
   }
 
   absl::StatusOr<std::unique_ptr<File>> Open(absl::string_view path) override {
-    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(path));
+    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, MetaStat(path));
     if (r.info().is_dir())
       return absl::InvalidArgumentError(
           absl::StrCat("'", path, "' is a directory"));
@@ -163,7 +266,7 @@ class ClientImpl final : public Client {
   absl::Status Prefetch(const std::vector<std::string>& paths) override {
     absl::flat_hash_map<std::string, std::vector<BlockId>> by_worker;
     for (const std::string& p : paths) {
-      LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(p));
+      LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, MetaStat(p));
       if (r.info().is_dir()) continue;
       for (uint64_t b = 0; b < BlockCount(r.info().size(), r.block_size());
            ++b) {
@@ -182,7 +285,7 @@ class ClientImpl final : public Client {
   }
 
   absl::StatusOr<uint64_t> CachedBytes(absl::string_view path) override {
-    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, StatRpc(path));
+    LARDER_ASSIGN_OR_RETURN(v1::StatResponse r, MetaStat(path));
     if (r.info().is_dir())
       return absl::InvalidArgumentError(
           absl::StrCat("'", path, "' is a directory"));
@@ -214,6 +317,14 @@ class ClientImpl final : public Client {
     s.blocks_under_store = under_store_blocks_;
     s.failovers = failovers_;
     s.ring_refreshes = ring_refreshes_;
+    s.metadata_hits = meta_hits_;
+    s.metadata_misses = meta_misses_;
+    s.metadata_stale_served = meta_stale_;
+    const NodeMetadataCache::Counters c = meta_.counters();
+    s.metadata_entries = c.entries;
+    s.metadata_bytes = c.bytes;
+    s.metadata_evictions = c.evictions;
+    s.metadata_invalidated = c.invalidations;
     return s;
   }
 
@@ -447,6 +558,179 @@ class ClientImpl final : public Client {
     return st;
   }
 
+  // --- the node's metadata cache -------------------------------------------
+
+  // Stat through the metadata cache: a fresh entry, or the fresh listing of
+  // the parent directory, answers without an RPC; else the master is asked
+  // and its answer (NotFound included) kept for the mount's TTL. When the
+  // master cannot be reached, an expired answer is served within the stale
+  // window.
+  absl::StatusOr<v1::StatResponse> MetaStat(absl::string_view path) {
+    std::optional<std::string> key = CacheKey(path);
+    if (!key) return StatRpc(path);  // The master names the error.
+    MaybeRefresh();
+    const absl::Time now = absl::Now();
+    std::shared_ptr<const NodeMetadataCache::Stat> stale;
+    absl::Time stale_expires = absl::InfinitePast();
+    if (auto f = meta_.GetStat(*key)) {
+      if (f->expires > now) {
+        ++meta_hits_;
+        return Answer(*f->value);
+      }
+      stale = f->value;
+      stale_expires = f->expires;
+    }
+    if (*key != "/") {
+      if (auto l = meta_.GetListing(Parent(*key))) {
+        std::optional<NodeMetadataCache::Stat> s = FromListing(*key, *l->value);
+        if (s && l->expires > now) {
+          ++meta_hits_;
+          return Answer(*s);
+        }
+        if (s && l->expires > stale_expires) {
+          stale = std::make_shared<const NodeMetadataCache::Stat>(*s);
+          stale_expires = l->expires;
+        }
+      }
+    }
+    ++meta_misses_;
+    const bool can_stale = stale && CanServeStale(stale_expires, now);
+    absl::StatusOr<v1::StatResponse> r =
+        can_stale && MasterDown(now) ? MasterDownError() : StatRpc(*key);
+    if (r.ok() || r.status().code() == absl::StatusCode::kNotFound) {
+      meta_.PutStat(*key, {r.status(), r.ok() ? *r : v1::StatResponse()},
+                    now + TtlOf(*key));
+      return r;
+    }
+    if (Unreachable(r.status())) {
+      NoteMasterDown(now);
+      if (can_stale) {
+        NoteStale(*key, r.status());
+        return Answer(*stale);
+      }
+    }
+    return r;
+  }
+
+  // `key`'s Stat from the listing of its directory: found, or NotFound;
+  // none when the mount of a file is unknown here (the master is asked).
+  std::optional<NodeMetadataCache::Stat> FromListing(
+      const std::string& key, const NodeMetadataCache::Listing& listing) {
+    auto it = std::lower_bound(
+        listing.begin(), listing.end(), key,
+        [](const FileInfo& f, const std::string& k) { return f.path < k; });
+    if (it == listing.end() || it->path != key) {
+      return NodeMetadataCache::Stat{
+          absl::NotFoundError(absl::StrCat("no such file: ", key)), {}};
+    }
+    NodeMetadataCache::Stat s;
+    ToProto(*it, s.response.mutable_info());
+    if (!it->is_dir) {
+      std::optional<v1::MountEntry> m = MountOf(key);
+      if (!m) return std::nullopt;
+      s.response.set_mount(m->path());
+      s.response.set_relative(key.size() > m->path().size()
+                                  ? key.substr(m->path().size() + 1)
+                                  : "");
+      s.response.set_block_size(m->block_size());
+    }
+    return s;
+  }
+
+  // The mount that holds `key` (mount paths do not nest).
+  std::optional<v1::MountEntry> MountOf(std::string key) {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      if (auto it = mounts_.find(key); it != mounts_.end()) return it->second;
+      const size_t slash = key.rfind('/');
+      if (slash == 0 || slash == std::string::npos) return std::nullopt;
+      key.resize(slash);
+    }
+  }
+
+  // How long metadata of `key` is kept: its mount's TTL; paths outside any
+  // mount (the virtual directories above mount paths) a few seconds.
+  absl::Duration TtlOf(const std::string& key) {
+    std::optional<v1::MountEntry> m = MountOf(key);
+    return m ? absl::Milliseconds(m->metadata_ttl_ms()) : absl::Seconds(5);
+  }
+
+  bool CanServeStale(absl::Time expired, absl::Time now) const {
+    return now - expired < options_.metadata_stale_window;
+  }
+
+  // After the master failed to answer, expired entries are served without
+  // asking it again for a second (each try would fail the same way).
+  static constexpr absl::Duration kMasterDownPause = absl::Seconds(1);
+  bool MasterDown(absl::Time now) {
+    absl::MutexLock lock(&mu_);
+    return now < master_down_until_;
+  }
+  void NoteMasterDown(absl::Time now) {
+    absl::MutexLock lock(&mu_);
+    master_down_until_ = now + kMasterDownPause;
+  }
+  absl::Status MasterDownError() const {
+    return absl::UnavailableError(absl::StrCat(
+        "the Larder master at ", options_.master,
+        " did not answer within the last second; serving cached metadata"));
+  }
+
+  // Counts a stale answer; logs it once per path while the outage lasts.
+  void NoteStale(const std::string& key, const absl::Status& why) {
+    ++meta_stale_;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stale_logged_.size() >= 10000) stale_logged_.clear();
+      if (!stale_logged_.insert(key).second) return;
+    }
+    LARDER_LOG(WARNING, "client.metadata_stale")
+        .Field("path", key)
+        .Field("why", why)
+        .Field("stale_window", options_.metadata_stale_window);
+  }
+
+  // The ring (and with it the mount table and metadata invalidations) is
+  // refreshed every ring_refresh by whichever call comes first.
+  void MaybeRefresh() { RefreshRing(/*force=*/false).IgnoreError(); }
+
+  // Applies the master's invalidations since the last ones seen.
+  void SyncInvalidations(uint64_t epoch, uint64_t seq) {
+    v1::GetInvalidationsRequest req;
+    {
+      absl::MutexLock lock(&mu_);
+      if (epoch == inval_epoch_ && seq == inval_seq_) return;
+      if (inval_epoch_ == 0) {  // The first ring: nothing to drop yet.
+        inval_epoch_ = epoch;
+        inval_seq_ = seq;
+        return;
+      }
+      req.set_epoch(inval_epoch_);
+      req.set_after_seq(inval_seq_);
+    }
+    v1::GetInvalidationsResponse resp;
+    grpc::ClientContext ctx;
+    Deadline(&ctx, absl::Seconds(10));
+    if (!master_->GetInvalidations(&ctx, req, &resp).ok()) return;
+    if (resp.reset()) {
+      meta_.Clear();
+    } else {
+      for (const std::string& p : resp.paths()) {
+        if (std::optional<std::string> key = CacheKey(p))
+          meta_.Invalidate(*key);
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      inval_epoch_ = resp.epoch();
+      inval_seq_ = resp.seq();
+      stale_logged_.clear();
+    }
+    LARDER_LOG(INFO, "client.metadata_invalidated")
+        .Field("paths", resp.paths_size())
+        .Field("all", resp.reset());
+  }
+
   absl::StatusOr<v1::StatResponse> StatRpc(absl::string_view path) {
     v1::StatRequest req;
     req.set_path(std::string(path));
@@ -471,8 +755,11 @@ class ClientImpl final : public Client {
   absl::Status RefreshRing(bool force) {
     {
       absl::MutexLock lock(&mu_);
-      if (!force && absl::Now() - ring_fetched_ < options_.ring_refresh)
+      const absl::Time now = absl::Now();
+      // One caller refreshes; a failed try waits as long as a success.
+      if (!force && now - ring_attempted_ < options_.ring_refresh)
         return absl::OkStatus();
+      ring_attempted_ = now;
     }
     v1::Ring ring;
     grpc::ClientContext ctx;
@@ -484,15 +771,20 @@ class ClientImpl final : public Client {
       members.push_back({w.id(), static_cast<double>(std::max<uint64_t>(
                                      1, w.capacity_bytes()))});
     HashRing built(std::move(members), static_cast<int>(ring.vnodes()));
-    absl::MutexLock lock(&mu_);
-    ++ring_refreshes_;
-    ring_fetched_ = absl::Now();
-    ring_changed_at_ = absl::FromUnixMillis(ring.changed_unix_ms());
-    if (ring.version() != ring_version_ || ring_workers_.empty()) {
-      ring_version_ = ring.version();
-      ring_ = std::move(built);
-      ring_workers_.assign(ring.workers().begin(), ring.workers().end());
+    bool mounts_changed;
+    {
+      absl::MutexLock lock(&mu_);
+      ++ring_refreshes_;
+      ring_changed_at_ = absl::FromUnixMillis(ring.changed_unix_ms());
+      if (ring.version() != ring_version_ || ring_workers_.empty()) {
+        ring_version_ = ring.version();
+        ring_ = std::move(built);
+        ring_workers_.assign(ring.workers().begin(), ring.workers().end());
+      }
+      mounts_changed = ring.mounts_version() != mounts_version_;
     }
+    if (mounts_changed) RefreshMounts().IgnoreError();
+    SyncInvalidations(ring.metadata_epoch(), ring.invalidation_seq());
     return absl::OkStatus();
   }
 
@@ -505,6 +797,7 @@ class ClientImpl final : public Client {
     absl::MutexLock lock(&mu_);
     mounts_.clear();
     for (const auto& m : table.mounts()) mounts_[m.path()] = m;
+    mounts_version_ = table.version();
     return absl::OkStatus();
   }
 
@@ -783,9 +1076,17 @@ class ClientImpl final : public Client {
   HashRing ring_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkerInfo> ring_workers_ ABSL_GUARDED_BY(mu_);
   uint64_t ring_version_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time ring_fetched_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time ring_attempted_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time ring_changed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, v1::MountEntry> mounts_ ABSL_GUARDED_BY(mu_);
+  uint64_t mounts_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The node's metadata cache, and the master's invalidations applied to it.
+  NodeMetadataCache meta_;
+  uint64_t inval_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t inval_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time master_down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::flat_hash_set<std::string> stale_logged_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> meta_hits_{0}, meta_misses_{0}, meta_stale_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> workers_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string,

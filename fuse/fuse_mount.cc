@@ -115,6 +115,57 @@ struct FuseMetrics {
                   .Help("Inodes the kernel holds references to")
                   .Register(r)
                   .Add({});
+    auto& lookups =
+        prometheus::BuildCounter()
+            .Name("larder_fuse_metadata_lookups_total")
+            .Help(
+                "Metadata lookups (stat, open, list) by where the answer came "
+                "from: hit (the node's metadata cache), miss (the master), "
+                "stale (an expired entry, the master or under-store being "
+                "unreachable)")
+            .Register(r);
+    meta_hits = &lookups.Add({{"result", "hit"}});
+    meta_misses = &lookups.Add({{"result", "miss"}});
+    meta_stale = &lookups.Add({{"result", "stale"}});
+    meta_evictions = &prometheus::BuildCounter()
+                          .Name("larder_fuse_metadata_evictions_total")
+                          .Help(
+                              "Metadata cache entries dropped to stay "
+                              "within its entry and byte bounds")
+                          .Register(r)
+                          .Add({});
+    meta_invalidated =
+        &prometheus::BuildCounter()
+             .Name("larder_fuse_metadata_invalidated_total")
+             .Help("Metadata cache entries dropped by invalidations")
+             .Register(r)
+             .Add({});
+    meta_entries = &prometheus::BuildGauge()
+                        .Name("larder_fuse_metadata_cache_entries")
+                        .Help("Stats and listings in the metadata cache")
+                        .Register(r)
+                        .Add({});
+    meta_bytes = &prometheus::BuildGauge()
+                      .Name("larder_fuse_metadata_cache_bytes")
+                      .Help("Estimated bytes held by the metadata cache")
+                      .Register(r)
+                      .Add({});
+  }
+
+  // Moves the client's metadata counters to their series.
+  void Update(const ClientStats& now) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    auto add = [](prometheus::Counter* c, uint64_t now, uint64_t& last) {
+      if (now > last) c->Increment(static_cast<double>(now - last));
+      last = now;
+    };
+    add(meta_hits, now.metadata_hits, last.metadata_hits);
+    add(meta_misses, now.metadata_misses, last.metadata_misses);
+    add(meta_stale, now.metadata_stale_served, last.metadata_stale_served);
+    add(meta_evictions, now.metadata_evictions, last.metadata_evictions);
+    add(meta_invalidated, now.metadata_invalidated, last.metadata_invalidated);
+    meta_entries->Set(static_cast<double>(now.metadata_entries));
+    meta_bytes->Set(static_cast<double>(now.metadata_bytes));
   }
   std::array<prometheus::Counter*, kOpCount> ops{}, errors{};
   std::array<prometheus::Histogram*, kOpCount> latency{};
@@ -122,6 +173,11 @@ struct FuseMetrics {
   prometheus::Counter* passthrough_opens;
   prometheus::Gauge* open_files;
   prometheus::Gauge* inodes;
+  prometheus::Counter *meta_hits, *meta_misses, *meta_stale, *meta_evictions,
+      *meta_invalidated;
+  prometheus::Gauge *meta_entries, *meta_bytes;
+  absl::Mutex mu;
+  ClientStats last ABSL_GUARDED_BY(mu);  // At the previous scrape.
 };
 
 // An open file: the client's File, pinned to the version seen at open.
@@ -149,13 +205,18 @@ constexpr unsigned long kBackingClose = _IOW(229, 2, uint32_t);
 // channel writes it into the reply, which libfuse 3.14 cannot.
 thread_local int tls_open_backing = 0;
 
-// An open directory: one page of the listing at a time, so a directory of
-// 100k entries never sits in memory whole. Entry i of the listing has the
-// readdir offset i + 3 ("." is 1, ".." is 2).
+// An open directory: the whole listing from the node's metadata cache
+// (shared with it, so an open directory costs no copy), or, for a directory
+// too large for the cache, one page of the master's listing at a time. Entry
+// i of the listing has the readdir offset i + 3 ("." is 1, ".." is 2).
 struct DirHandle {
   absl::Mutex mu;
   std::string path;
   bool loaded ABSL_GUARDED_BY(mu) = false;
+  // The whole listing, shared with the node's metadata cache; empty for a
+  // directory too large to cache, which is paged through the master below.
+  std::shared_ptr<const std::vector<FileInfo>> all ABSL_GUARDED_BY(mu);
+  bool paged ABSL_GUARDED_BY(mu) = false;
   uint64_t page_start ABSL_GUARDED_BY(mu) = 0;  // Listing index of page[0].
   std::vector<FileInfo> page ABSL_GUARDED_BY(mu);
   std::string next_token ABSL_GUARDED_BY(mu);
@@ -423,7 +484,7 @@ class FuseMount::Fs {
       return;
     }
     fuse_entry_param e{};
-    e.ino = fs->inodes_.Ref(path);
+    e.ino = fs->inodes_.Ref(path, info->version);
     e.attr = fs->Attr(path, *info);
     e.attr_timeout = absl::ToDoubleSeconds(fs->options_.attr_timeout);
     e.entry_timeout = absl::ToDoubleSeconds(fs->options_.entry_timeout);
@@ -464,6 +525,7 @@ class FuseMount::Fs {
       return;
     }
     struct stat st = fs->Attr(*path, *info);
+    fs->inodes_.RepliedVersion(ino, info->version);
     fuse_reply_attr(req, &st, absl::ToDoubleSeconds(fs->options_.attr_timeout));
   }
 
@@ -487,6 +549,22 @@ class FuseMount::Fs {
   // `status` OK means the listing ends before `index`.
   absl::StatusOr<bool> Seek(DirHandle& d, uint64_t index)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
+    if (!d.loaded && !d.paged) {
+      absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> all =
+          client_->ListDir(d.path);
+      if (all.ok()) {
+        d.loaded = true;
+        d.all = *std::move(all);
+      } else if (all.status().code() == absl::StatusCode::kResourceExhausted) {
+        d.paged = true;
+      } else {
+        return all.status();
+      }
+    }
+    if (d.all) {
+      if (index >= d.all->size()) return false;
+      return true;
+    }
     if (!d.loaded || index < d.page_start) {  // (Re)start the listing.
       LARDER_ASSIGN_OR_RETURN(
           ListResult r, client_->List(d.path, "", options_.list_page_size));
@@ -517,7 +595,8 @@ class FuseMount::Fs {
     size_t used = 0;
     // Adds one entry; false when the reply buffer is full.
     auto add = [&](const char* name, const struct stat& st, off_t next,
-                   bool counts_lookup, const std::string& path) {
+                   bool counts_lookup, const std::string& path,
+                   const std::string& version) {
       if (!plus) {
         size_t n = fuse_add_direntry(req, buf.data() + used, size - used, name,
                                      &st, next);
@@ -530,7 +609,7 @@ class FuseMount::Fs {
       fuse_entry_param e{};
       e.attr = st;
       if (counts_lookup) {
-        e.ino = inodes_.Ref(path);
+        e.ino = inodes_.Ref(path, version);
         e.attr_timeout = absl::ToDoubleSeconds(options_.attr_timeout);
         e.entry_timeout = absl::ToDoubleSeconds(options_.entry_timeout);
       }
@@ -541,12 +620,12 @@ class FuseMount::Fs {
     struct stat dir_st {};
     dir_st.st_ino = InodeTable::StableIno(d.path);
     dir_st.st_mode = S_IFDIR;
-    if (off < 1 && !add(".", dir_st, 1, false, "")) return used;
+    if (off < 1 && !add(".", dir_st, 1, false, "", "")) return used;
     const size_t slash = d.path.rfind('/');
     dir_st.st_ino = InodeTable::StableIno(
         slash == 0 || slash == std::string::npos ? "/"
                                                  : d.path.substr(0, slash));
-    if (off < 2 && !add("..", dir_st, 2, false, "")) return used;
+    if (off < 2 && !add("..", dir_st, 2, false, "", "")) return used;
     for (uint64_t index = off < 2 ? 0 : static_cast<uint64_t>(off) - 2;;
          ++index) {
       absl::StatusOr<bool> more = Seek(d, index);
@@ -555,12 +634,14 @@ class FuseMount::Fs {
         return more.status();
       }
       if (!*more) return used;
-      const FileInfo& entry = d.page[index - d.page_start];
+      const FileInfo& entry =
+          d.all ? (*d.all)[index] : d.page[index - d.page_start];
       const std::string name = BaseName(entry.path);
       if (name.empty()) continue;
       const std::string path = InodeTable::Child(d.path, name);
       struct stat st = Attr(path, entry);
-      if (!add(name.c_str(), st, static_cast<off_t>(index + 3), true, path))
+      if (!add(name.c_str(), st, static_cast<off_t>(index + 3), true, path,
+               entry.version))
         return used;
     }
   }
@@ -620,8 +701,16 @@ class FuseMount::Fs {
       fs->ReplyError(req, scope, "open", *path, file.status());
       return;
     }
-    const bool same = fs->inodes_.OpenedVersion(ino, (*file)->info().version);
-    fi->keep_cache = fs->options_.keep_cache && same;
+    const InodeTable::OpenCheck check =
+        fs->inodes_.OpenedVersion(ino, (*file)->info().version);
+    if (check.attrs_stale) {
+      // The kernel holds another version's size: an open right after a
+      // replace would read the new bytes up to the old length. Its
+      // attributes and pages are dropped, so the reads that follow fetch
+      // them again (getattr) and see this version's size.
+      fuse_lowlevel_notify_inval_inode(fs->session_, ino, 0, 0);
+    }
+    fi->keep_cache = fs->options_.keep_cache && check.same_as_last_open;
     fi->direct_io = fs->UseDirectIo((*file)->info().size);
     auto* f = new OpenFile{std::move(*file)};
     f->ino = ino;
@@ -1235,6 +1324,7 @@ absl::Status FuseMount::Fs::Mount() {
     OpsServer::Options o;
     o.listen = options_.ops_listen;
     o.registry = registry_;
+    o.before_scrape = [this] { metrics_.Update(client_->stats()); };
     LARDER_ASSIGN_OR_RETURN(ops_, OpsServer::Start(std::move(o)));
   }
   LARDER_LOG(INFO, "fuse.mounted")

@@ -7,7 +7,7 @@
 namespace larder {
 
 InodeTable::InodeTable() {
-  nodes_[kRoot] = Node{"/", 1, ""};
+  nodes_[kRoot] = Node{"/", 1, "", ""};
   by_path_["/"] = kRoot;
 }
 
@@ -24,15 +24,23 @@ uint64_t InodeTable::StableIno(absl::string_view path) {
   return h < 2 ? h + 2 : h;
 }
 
-uint64_t InodeTable::Ref(const std::string& path) {
+uint64_t InodeTable::Ref(const std::string& path, const std::string& version) {
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = by_path_.try_emplace(path, 0);
   if (inserted) {
     it->second = next_++;
-    nodes_[it->second] = Node{path, 0, ""};
+    nodes_[it->second] = Node{path, 0, "", ""};
   }
-  ++nodes_[it->second].lookups;
+  Node& node = nodes_[it->second];
+  ++node.lookups;
+  node.replied_version = version;
   return it->second;
+}
+
+void InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = nodes_.find(ino); it != nodes_.end())
+    it->second.replied_version = version;
 }
 
 void InodeTable::Forget(uint64_t ino, uint64_t n) {
@@ -55,13 +63,17 @@ std::optional<std::string> InodeTable::Path(uint64_t ino) const {
   return it->second.path;
 }
 
-bool InodeTable::OpenedVersion(uint64_t ino, const std::string& version) {
+InodeTable::OpenCheck InodeTable::OpenedVersion(uint64_t ino,
+                                                const std::string& version) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(ino);
-  if (it == nodes_.end()) return false;
-  const bool same = it->second.opened_version == version;
+  if (it == nodes_.end()) return {};
+  OpenCheck check;
+  check.same_as_last_open = it->second.opened_version == version;
+  check.attrs_stale = it->second.replied_version != version;
   it->second.opened_version = version;
-  return same;
+  it->second.replied_version = version;
+  return check;
 }
 
 size_t InodeTable::size() const {

@@ -43,16 +43,26 @@ class InodeTable {
   // readdir (which hands out no node ids) reports the number stat will.
   static uint64_t StableIno(absl::string_view path);
 
-  // The inode of `path`, created if needed, with one more lookup reference.
-  uint64_t Ref(const std::string& path);
+  // The inode of `path`, created if needed, with one more lookup reference;
+  // `version` is the object version whose attributes go to the kernel with
+  // it.
+  uint64_t Ref(const std::string& path, const std::string& version = "");
   // Drops `n` references; at zero the inode is removed.
   void Forget(uint64_t ino, uint64_t n);
   // The path of a live inode.
   std::optional<std::string> Path(uint64_t ino) const;
 
-  // Records `version` as the one opened now and says whether it is the one
-  // recorded at the previous open (so cached pages are still valid).
-  bool OpenedVersion(uint64_t ino, const std::string& version);
+  // Records that the kernel was given the attributes of `version`.
+  void RepliedVersion(uint64_t ino, const std::string& version);
+
+  // What an open of `version` means for the kernel's caches of the inode.
+  struct OpenCheck {
+    bool same_as_last_open = false;  // Cached pages are still valid.
+    bool attrs_stale = false;        // The kernel holds another version's size.
+  };
+  // Records `version` as the one opened now (and as the kernel's, once the
+  // caller has invalidated its attributes).
+  OpenCheck OpenedVersion(uint64_t ino, const std::string& version);
 
   size_t size() const;
 
@@ -61,6 +71,7 @@ class InodeTable {
     std::string path;
     uint64_t lookups = 0;
     std::string opened_version;
+    std::string replied_version;  // Of the attributes the kernel holds.
   };
   mutable absl::Mutex mu_;
   uint64_t next_ ABSL_GUARDED_BY(mu_) = kRoot + 1;

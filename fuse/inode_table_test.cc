@@ -46,11 +46,23 @@ TEST(InodeTableTest, LookupCountsKeepAnInodeUntilForgotten) {
 TEST(InodeTableTest, OpenedVersionTellsWhetherCachedPagesAreValid) {
   InodeTable t;
   const uint64_t a = t.Ref("/a");
-  EXPECT_FALSE(t.OpenedVersion(a, "v1"));  // First open: nothing cached.
-  EXPECT_TRUE(t.OpenedVersion(a, "v1"));
-  EXPECT_FALSE(t.OpenedVersion(a, "v2"));  // Replaced object.
-  EXPECT_TRUE(t.OpenedVersion(a, "v2"));
-  EXPECT_FALSE(t.OpenedVersion(999, "v1"));
+  // First open: nothing cached.
+  EXPECT_FALSE(t.OpenedVersion(a, "v1").same_as_last_open);
+  EXPECT_TRUE(t.OpenedVersion(a, "v1").same_as_last_open);
+  // Replaced object.
+  EXPECT_FALSE(t.OpenedVersion(a, "v2").same_as_last_open);
+  EXPECT_TRUE(t.OpenedVersion(a, "v2").same_as_last_open);
+  EXPECT_FALSE(t.OpenedVersion(999, "v1").same_as_last_open);
+}
+
+TEST(InodeTableTest, AnOpenOfAnotherVersionThanTheKernelHoldsIsFlagged) {
+  InodeTable t;
+  const uint64_t a = t.Ref("/d/a", "v1");  // The lookup replied v1's size.
+  EXPECT_FALSE(t.OpenedVersion(a, "v1").attrs_stale);
+  EXPECT_TRUE(t.OpenedVersion(a, "v2").attrs_stale);   // Replaced since.
+  EXPECT_FALSE(t.OpenedVersion(a, "v2").attrs_stale);  // Invalidated then.
+  t.RepliedVersion(a, "v1");  // A getattr of an older answer.
+  EXPECT_TRUE(t.OpenedVersion(a, "v2").attrs_stale);
 }
 
 TEST(InodeTableTest, ConcurrentRefAndForgetStayConsistent) {

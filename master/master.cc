@@ -2,14 +2,18 @@
 #include "master/master.h"
 
 #include <grpcpp/server_builder.h>
+#include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "client/worker_client.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "master/invalidation_log.h"
 #include "proto/master.grpc.pb.h"
 
 namespace larder {
@@ -30,18 +34,51 @@ std::vector<BlockKey> Keys(
 // (a gRPC-managed thread pool) keeps this simple.
 class MasterService final : public v1::Master::Service {
  public:
+  enum Rpc {
+    kRegisterWorker,
+    kHeartbeat,
+    kGetRing,
+    kGetMounts,
+    kAddMount,
+    kRemoveMount,
+    kStat,
+    kList,
+    kInvalidate,
+    kGetInvalidations,
+    kStartLoad,
+    kGetLoad,
+    kLocate,
+    kGetClusterStats,
+    kRpcCount
+  };
+  static constexpr std::array<const char*, kRpcCount> kRpcNames = {
+      "RegisterWorker", "Heartbeat",        "GetRing",   "GetMounts",
+      "AddMount",       "RemoveMount",      "Stat",      "List",
+      "Invalidate",     "GetInvalidations", "StartLoad", "GetLoad",
+      "Locate",         "GetClusterStats"};
+
   MasterService(const MasterOptions* options, MountRegistry* mounts,
                 Membership* membership, MetadataCache* metadata,
-                LoadJobs* loads)
+                InvalidationLog* invalidations, LoadJobs* loads,
+                prometheus::Registry& registry)
       : options_(options),
         mounts_(mounts),
         membership_(membership),
         metadata_(metadata),
-        loads_(loads) {}
+        invalidations_(invalidations),
+        loads_(loads) {
+    auto& family = prometheus::BuildCounter()
+                       .Name("larder_master_rpcs_total")
+                       .Help("RPCs the master has answered, by method")
+                       .Register(registry);
+    for (int i = 0; i < kRpcCount; ++i)
+      rpcs_[i] = &family.Add({{"method", kRpcNames[i]}});
+  }
 
   grpc::Status RegisterWorker(grpc::ServerContext*,
                               const v1::RegisterWorkerRequest* req,
                               v1::RegisterWorkerResponse* resp) override {
+    Count(kRegisterWorker);
     if (req->worker().id().empty() || req->worker().address().empty()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "worker id and address are required");
@@ -56,6 +93,7 @@ class MasterService final : public v1::Master::Service {
 
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
+    Count(kHeartbeat);
     resp->set_reregister(
         !membership_->Heartbeat(req->worker_id(), Keys(req->added_blocks()),
                                 Keys(req->removed_blocks()), absl::Now()));
@@ -66,18 +104,24 @@ class MasterService final : public v1::Master::Service {
 
   grpc::Status GetRing(grpc::ServerContext*, const v1::GetRingRequest*,
                        v1::Ring* resp) override {
+    Count(kGetRing);
     *resp = membership_->Ring();
+    resp->set_mounts_version(mounts_->Get().version());
+    resp->set_metadata_epoch(invalidations_->epoch());
+    resp->set_invalidation_seq(invalidations_->seq());
     return grpc::Status::OK;
   }
 
   grpc::Status GetMounts(grpc::ServerContext*, const v1::GetMountsRequest*,
                          v1::MountTable* resp) override {
+    Count(kGetMounts);
     *resp = mounts_->Get();
     return grpc::Status::OK;
   }
 
   grpc::Status AddMount(grpc::ServerContext*, const v1::AddMountRequest* req,
                         v1::MountTable* resp) override {
+    Count(kAddMount);
     // A URI the under-store cannot use (bad bucket name, unknown option)
     // is refused now, not at the first read. Nothing is contacted here.
     absl::StatusOr<std::unique_ptr<UnderStore>> probe =
@@ -88,6 +132,8 @@ class MasterService final : public v1::Master::Service {
     }
     absl::StatusOr<v1::MountTable> t = mounts_->Add(req->mount());
     if (!t.ok()) return ToGrpcStatus(t.status());
+    // Clients may hold "no such path" for it.
+    invalidations_->Add(req->mount().path());
     LARDER_LOG(INFO, "mount.added")
         .Field("path", req->mount().path())
         .Field("uri", req->mount().uri());
@@ -98,15 +144,18 @@ class MasterService final : public v1::Master::Service {
   grpc::Status RemoveMount(grpc::ServerContext*,
                            const v1::RemoveMountRequest* req,
                            v1::MountTable* resp) override {
+    Count(kRemoveMount);
     absl::StatusOr<v1::MountTable> t = mounts_->Remove(req->path());
     if (!t.ok()) return ToGrpcStatus(t.status());
     metadata_->Invalidate(req->path());
+    invalidations_->Add(req->path());
     *resp = *std::move(t);
     return grpc::Status::OK;
   }
 
   grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest* req,
                     v1::StatResponse* resp) override {
+    Count(kStat);
     absl::StatusOr<v1::StatResponse> r = metadata_->Stat(req->path());
     if (!r.ok() && r.status().code() == absl::StatusCode::kNotFound &&
         !mounts_->VirtualChildren(req->path()).empty()) {
@@ -125,6 +174,7 @@ class MasterService final : public v1::Master::Service {
 
   grpc::Status List(grpc::ServerContext*, const v1::ListRequest* req,
                     v1::ListResponse* resp) override {
+    Count(kList);
     // "/" and other prefixes of mount paths list the next path components
     // (a mount path itself lists its under-store).
     const std::string path = req->path().empty() ? "/" : req->path();
@@ -150,12 +200,25 @@ class MasterService final : public v1::Master::Service {
   grpc::Status Invalidate(grpc::ServerContext*,
                           const v1::InvalidateRequest* req,
                           v1::InvalidateResponse* resp) override {
-    resp->set_dropped(metadata_->Invalidate(req->path()));
+    Count(kInvalidate);
+    absl::StatusOr<std::string> path = NormalizeClusterPath(req->path());
+    if (!path.ok()) return ToGrpcStatus(path.status());
+    resp->set_dropped(metadata_->Invalidate(*path));
+    invalidations_->Add(*path);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetInvalidations(grpc::ServerContext*,
+                                const v1::GetInvalidationsRequest* req,
+                                v1::GetInvalidationsResponse* resp) override {
+    Count(kGetInvalidations);
+    *resp = invalidations_->Since(req->epoch(), req->after_seq());
     return grpc::Status::OK;
   }
 
   grpc::Status StartLoad(grpc::ServerContext*, const v1::LoadRequest* req,
                          v1::LoadStatus* resp) override {
+    Count(kStartLoad);
     absl::StatusOr<v1::LoadStatus> s = loads_->Start(req->path());
     if (!s.ok()) return ToGrpcStatus(s.status());
     *resp = *std::move(s);
@@ -164,6 +227,7 @@ class MasterService final : public v1::Master::Service {
 
   grpc::Status GetLoad(grpc::ServerContext*, const v1::GetLoadRequest* req,
                        v1::LoadStatus* resp) override {
+    Count(kGetLoad);
     absl::StatusOr<v1::LoadStatus> s = loads_->Get(req->job_id());
     if (!s.ok()) return ToGrpcStatus(s.status());
     *resp = *std::move(s);
@@ -172,6 +236,7 @@ class MasterService final : public v1::Master::Service {
 
   grpc::Status Locate(grpc::ServerContext*, const v1::LocateRequest* req,
                       v1::LocateResponse* resp) override {
+    Count(kLocate);
     for (const BlockKey& k : Keys(req->block_keys())) {
       auto* loc = resp->add_locations();
       for (const std::string& id : membership_->Locate(k))
@@ -183,6 +248,7 @@ class MasterService final : public v1::Master::Service {
   grpc::Status GetClusterStats(grpc::ServerContext*,
                                const v1::ClusterStatsRequest*,
                                v1::ClusterStatsResponse* resp) override {
+    Count(kGetClusterStats);
     resp->set_ring_version(membership_->version());
     for (const auto& [info, alive] : membership_->Workers()) {
       auto* w = resp->add_workers();
@@ -207,7 +273,11 @@ class MasterService final : public v1::Master::Service {
   MountRegistry* const mounts_;
   Membership* const membership_;
   MetadataCache* const metadata_;
+  InvalidationLog* const invalidations_;
   LoadJobs* const loads_;
+  std::array<prometheus::Counter*, kRpcCount> rpcs_{};
+
+  void Count(Rpc rpc) { rpcs_[rpc]->Increment(); }
 };
 
 }  // namespace
@@ -220,11 +290,13 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
                                                 m->options_.vnodes);
   m->metadata_ =
       std::make_unique<MetadataCache>(m->mounts_.get(), m->options_.store);
+  m->invalidations_ = std::make_unique<InvalidationLog>();
   m->loads_ =
       std::make_unique<LoadJobs>(m->metadata_.get(), m->membership_.get());
+  m->registry_ = std::make_shared<prometheus::Registry>();
   m->service_ = std::make_unique<MasterService>(
       &m->options_, m->mounts_.get(), m->membership_.get(), m->metadata_.get(),
-      m->loads_.get());
+      m->invalidations_.get(), m->loads_.get(), *m->registry_);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(m->options_.listen,
                            grpc::InsecureServerCredentials(), &m->port_);
@@ -234,7 +306,6 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve gRPC on ", m->options_.listen));
   }
-  m->registry_ = std::make_shared<prometheus::Registry>();
   auto& ring_version = prometheus::BuildGauge()
                            .Name("larder_master_ring_version")
                            .Help("Ring version.")

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/ops_server.h"
+#include "master/invalidation_log.h"
 #include "master/load_jobs.h"
 #include "master/membership.h"
 #include "master/metadata.h"
@@ -63,6 +64,7 @@ class Master {
   std::unique_ptr<MountRegistry> mounts_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<MetadataCache> metadata_;
+  std::unique_ptr<InvalidationLog> invalidations_;
   std::unique_ptr<LoadJobs> loads_;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -233,6 +233,17 @@ uint64_t MetadataCache::Invalidate(absl::string_view raw) {
   };
   drop(stats_);
   drop(lists_);
+  // The listing of the parent directory holds the path's entry too.
+  if (*path != "/") {
+    const size_t slash = path->rfind('/');
+    const std::string parent = slash == 0 ? "/" : path->substr(0, slash);
+    for (auto it = lists_.lower_bound(parent + "\x01");
+         it != lists_.end() && it->first < parent + "\x02";) {
+      it = lists_.erase(it);
+      ++n;
+    }
+    dirs_.erase(parent);
+  }
   const uint64_t entries = n;
   drop(dirs_);  // Directories listed for Stat are listed again.
   return entries;

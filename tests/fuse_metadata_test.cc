@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -129,6 +130,207 @@ TEST_F(FuseMetadataTest, HugeDirectoriesListWhole) {
       "/data/d20k'; print(sum(1 for e in os.scandir(d) if e.inode() != "
       "os.stat(e.path).st_ino))\""));
   EXPECT_EQ(r.out, "0\n");
+}
+
+// Reads every file of `paths` whole; how many failed or differ from `want`.
+int ReadAndCompare(const std::vector<std::string>& paths,
+                   const std::vector<std::string>& want) {
+  int bad = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    absl::StatusOr<std::string> got = ReadAll(paths[i]);
+    if (!got.ok() || *got != want[i]) ++bad;
+  }
+  return bad;
+}
+
+void DropKernelCaches() {
+  ::sync();
+  ASSERT_TRUE(testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok());
+}
+
+// Once a directory is listed and its files read, a second pass (with the
+// kernel's dentries, inodes and pages dropped, so every file is looked up
+// and opened in the daemon again) sends the master no Stat and no List.
+TEST_F(FuseMetadataTest, AWarmPassSendsTheMasterNoStat) {
+  std::vector<std::string> rel, want;
+  ASSERT_EQ(::mkdir((src_.path() + "/imgs").c_str(), 0755), 0);
+  for (int i = 0; i < 2000; ++i) {
+    rel.push_back(absl::StrCat("imgs/", i, ".jpg"));
+    want.push_back(testing::PatternBytes(100 + i % 3000, i));
+    ASSERT_TRUE(
+        testing::WriteFile(src_.path() + "/" + rel.back(), want.back()).ok());
+  }
+  MountData();
+  auto fuse = Fuse();
+  ASSERT_NE(fuse, nullptr);
+  std::vector<std::string> paths;
+  for (const std::string& r : rel)
+    paths.push_back(absl::StrCat(fuse->mountpoint(), "/data/", r));
+  Shell r = Sh(absl::StrCat("ls ", fuse->mountpoint(), "/data/imgs | wc -l"));
+  ASSERT_EQ(r.out, "2000\n");
+  ASSERT_EQ(ReadAndCompare(paths, want), 0);
+  auto rpcs = [&](const char* method) {
+    return master_
+        ->Metric(
+            absl::StrCat("larder_master_rpcs_total{method=\"", method, "\"}"))
+        .value_or(-1);
+  };
+  const double stats = rpcs("Stat"), lists = rpcs("List");
+  ASSERT_GE(stats, 0);
+  DropKernelCaches();
+  EXPECT_EQ(ReadAndCompare(paths, want), 0);
+  EXPECT_EQ(rpcs("Stat") - stats, 0);
+  EXPECT_EQ(rpcs("List") - lists, 0);
+  EXPECT_GE(fuse->Metric("larder_fuse_metadata_lookups_total{result=\"hit\"}")
+                .value_or(0),
+            2000);
+}
+
+// The master killed under a reading mount: files listed or opened before
+// stay readable past their TTL (stale-if-error), a new name fails with a
+// clear error, and everything works again once the master is back.
+TEST_F(FuseMetadataTest, ReadsGoOnWhileTheMasterIsDown) {
+  std::vector<std::string> rel, want;
+  ASSERT_EQ(::mkdir((src_.path() + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((src_.path() + "/b").c_str(), 0755), 0);
+  for (int i = 0; i < 300; ++i) {
+    rel.push_back(absl::StrCat(i % 2 ? "a/" : "b/", i, ".bin"));
+    want.push_back(testing::PatternBytes(5000 + i, i));
+    ASSERT_TRUE(
+        testing::WriteFile(src_.path() + "/" + rel.back(), want.back()).ok());
+  }
+  ASSERT_TRUE(testing::WriteFile(src_.path() + "/new/x.bin", "fresh").ok());
+  MountData("1s");
+  auto fuse = Fuse(
+      {"--attr_timeout=1s", "--entry_timeout=1s", "--negative_timeout=0s"});
+  ASSERT_NE(fuse, nullptr);
+  std::vector<std::string> paths;
+  for (const std::string& r : rel)
+    paths.push_back(absl::StrCat(fuse->mountpoint(), "/data/", r));
+  Sh(absl::StrCat("ls ", fuse->mountpoint(), "/data/a > /dev/null"));
+  ASSERT_EQ(ReadAndCompare(paths, want), 0);  // b/ by Stat, a/ by listing.
+
+  master_->Kill();
+  absl::SleepFor(absl::Seconds(2));  // Past the TTL (1 s).
+  for (int pass = 0; pass < 2; ++pass) {
+    DropKernelCaches();
+    EXPECT_EQ(ReadAndCompare(paths, want), 0) << "pass " << pass;
+  }
+  EXPECT_GT(fuse->Metric("larder_fuse_metadata_lookups_total{result=\"stale\"}")
+                .value_or(0),
+            0);
+  // A name never seen: a clear error, at once, and the daemon stays up.
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> fresh =
+      ReadAll(fuse->mountpoint() + "/data/new/x.bin");
+  EXPECT_FALSE(fresh.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_FALSE(fuse->Exited());
+
+  ASSERT_TRUE(master_->Restart().ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return ReadAll(fuse->mountpoint() + "/data/new/x.bin").value_or("") ==
+               "fresh";
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(ReadAndCompare(paths, want), 0);
+}
+
+// `larder invalidate` run anywhere reaches every node's metadata cache
+// within a ring refresh (5 s) plus the kernel's attribute timeout, although
+// the mount's TTL is an hour.
+TEST_F(FuseMetadataTest, InvalidateReachesEveryNode) {
+  const std::string file = src_.path() + "/cfg/labels.txt";
+  ASSERT_TRUE(testing::WriteFile(file, "version one").ok());
+  MountData("1h");
+  auto node1 = Fuse({"--attr_timeout=1s", "--entry_timeout=1s", "--node=n1"});
+  auto node2 = Fuse({"--attr_timeout=1s", "--entry_timeout=1s", "--node=n2"});
+  ASSERT_NE(node1, nullptr);
+  ASSERT_NE(node2, nullptr);
+  const std::string p1 = node1->mountpoint() + "/data/cfg/labels.txt";
+  const std::string p2 = node2->mountpoint() + "/data/cfg/labels.txt";
+  ASSERT_EQ(ReadAll(p1).value_or(""), "version one");
+  ASSERT_EQ(ReadAll(p2).value_or(""), "version one");
+  // Replaced atomically, as a job would.
+  ASSERT_TRUE(testing::WriteFile(file + ".tmp", "version two, longer").ok());
+  ASSERT_EQ(::rename((file + ".tmp").c_str(), file.c_str()), 0);
+  absl::SleepFor(absl::Seconds(2));
+  EXPECT_EQ(ReadAll(p1).value_or(""), "version one");  // Cached for 1 h.
+
+  Shell r = Larder("invalidate /data/cfg/labels.txt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const absl::Time start = absl::Now();
+  for (const std::string& p : {p1, p2}) {
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          absl::StatusOr<std::string> now = ReadAll(p);
+          if (now.ok() && *now != "version one" &&
+              *now != "version two, longer")
+            ADD_FAILURE() << "mixed or cut bytes: '" << *now << "'";
+          return now.value_or("") == "version two, longer";
+        },
+        absl::Seconds(15)))
+        << p;
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8));
+  EXPECT_GE(node2->Metric("larder_fuse_metadata_invalidated_total").value_or(0),
+            1);
+}
+
+// An object replaced by a larger and then a smaller version, read in a
+// loop meanwhile with the kernel trusting attributes for 10 s: an open
+// reads one version whole, never the new bytes cut at the old length.
+TEST_F(FuseMetadataTest, AReplacedObjectIsReadWholeAtItsNewSize) {
+  const std::string file = src_.path() + "/shard.bin";
+  const std::vector<std::string> versions = {testing::PatternBytes(10 << 20, 1),
+                                             testing::PatternBytes(14 << 20, 2),
+                                             testing::PatternBytes(6 << 20, 3)};
+  ASSERT_TRUE(testing::WriteFile(file, versions[0]).ok());
+  MountData("1s");
+  auto fuse = Fuse({"--attr_timeout=10s", "--entry_timeout=10s"});
+  ASSERT_NE(fuse, nullptr);
+  const std::string path = fuse->mountpoint() + "/data/shard.bin";
+  ASSERT_EQ(ReadAll(path).value_or(""), versions[0]);
+  for (size_t v = 1; v < versions.size(); ++v) {
+    ASSERT_TRUE(testing::WriteFile(file + ".tmp", versions[v]).ok());
+    ASSERT_EQ(::rename((file + ".tmp").c_str(), file.c_str()), 0);
+    bool seen = false;
+    for (int i = 0; i < 100 && !seen; ++i) {
+      absl::StatusOr<std::string> got = ReadAll(path);
+      ASSERT_TRUE(got.ok()) << got.status();
+      if (*got == versions[v]) {
+        seen = true;
+      } else {
+        ASSERT_EQ(got->size(), versions[v - 1].size())
+            << "version " << v << ": an open read " << got->size()
+            << " bytes, neither version's length";
+        ASSERT_TRUE(*got == versions[v - 1]) << "mixed bytes";
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+    }
+    EXPECT_TRUE(seen) << "version " << v << " never read";
+  }
+}
+
+// A listing of 100,000 names through a daemon whose metadata cache holds
+// 4 MiB: the directory is paged (too large to cache), stats of all its
+// files are looked up, and the cache never holds more than its bound.
+TEST_F(FuseMetadataTest, TheCacheStaysWithinItsBound) {
+  MakeFiles("d100k", 100000);
+  MountData();
+  auto fuse = Fuse({"--metadata_cache_bytes=4MiB"});
+  ASSERT_NE(fuse, nullptr);
+  const std::string dir = fuse->mountpoint() + "/data/d100k";
+  Shell r = Sh(absl::StrCat(
+      "/usr/bin/python3 -c \"import os; d='", dir,
+      "'; n=sorted(os.listdir(d)); print(len(n), len(set(n))); "
+      "print(sum(os.stat(os.path.join(d, x)).st_size for x in n))\""));
+  EXPECT_EQ(r.out, "100000 100000\n0\n");
+  EXPECT_LE(fuse->Metric("larder_fuse_metadata_cache_bytes").value_or(1e12),
+            4 << 20);
+  EXPECT_GT(fuse->Metric("larder_fuse_metadata_evictions_total").value_or(0),
+            0);
 }
 
 }  // namespace

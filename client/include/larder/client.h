@@ -70,6 +70,20 @@ struct ClientOptions {
   absl::Duration ring_refresh = absl::Seconds(5);
   // Block reads run in parallel for one large Read. Default 8.
   int parallel_reads = 8;
+
+  // The node's metadata cache (Stat results, negative entries and whole
+  // directory listings, each kept for its mount's metadata TTL): most
+  // entries and bytes held, least recently used dropped first. Defaults
+  // 1,000,000 entries, 256 MiB. A directory larger than a quarter of the
+  // bytes is never cached whole (ListDir says ResourceExhausted).
+  size_t metadata_cache_entries = 1000000;
+  size_t metadata_cache_bytes = size_t{256} << 20;
+  // Stale-if-error: when an entry's TTL has run out and the master (or its
+  // under-store) cannot be reached, the expired entry is served for up to
+  // this long past its TTL, logged once per path and counted. Versions
+  // still pin bytes: a read never mixes two versions of an object. 0: off.
+  // Default 1 h.
+  absl::Duration metadata_stale_window = absl::Hours(1);
 };
 
 struct FileInfo {
@@ -92,6 +106,17 @@ struct ClientStats {
   uint64_t blocks_under_store = 0;  // Fallback reads.
   uint64_t failovers = 0;  // A worker failed and the next one was tried.
   uint64_t ring_refreshes = 0;
+  // The node's metadata cache: lookups answered from it, sent to the master,
+  // answered from an expired entry because the master or under-store could
+  // not be reached; entries and bytes held; dropped by the bounds; dropped
+  // by invalidations (`larder invalidate`, mount changes, a new master).
+  uint64_t metadata_hits = 0;
+  uint64_t metadata_misses = 0;
+  uint64_t metadata_stale_served = 0;
+  uint64_t metadata_entries = 0;
+  uint64_t metadata_bytes = 0;
+  uint64_t metadata_evictions = 0;
+  uint64_t metadata_invalidated = 0;
 };
 
 // Bytes cached by a worker on this node, lent for zero-copy use:
@@ -161,12 +186,24 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
   virtual ~Client() = default;
 
+  // Metadata comes from the node's metadata cache while fresh (see
+  // ClientOptions); misses ask the master. Errors: NotFound, Unavailable
+  // (master unreachable and nothing cached within the stale window),
+  // InvalidArgument.
   virtual absl::StatusOr<FileInfo> Stat(absl::string_view path) = 0;
+  // A whole directory, sorted by path, from the metadata cache when fresh,
+  // else listed from the master page by page and cached ("/" lists the
+  // mounts). Stats of its entries are then answered from it. Errors: as
+  // Stat, and ResourceExhausted for a directory too large to cache (page it
+  // with List).
+  virtual absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> ListDir(
+      absl::string_view path) = 0;
   // One page of a directory ("/" lists the mounts).
   virtual absl::StatusOr<ListResult> List(absl::string_view path,
                                           absl::string_view page_token = "",
                                           int page_size = 1000,
                                           bool recursive = false) = 0;
+  // Resolves the path like Stat (no RPC when its metadata is cached).
   virtual absl::StatusOr<std::unique_ptr<File>> Open(
       absl::string_view path) = 0;
   // Asks the owners to fetch every block of these files (a loader that knows
