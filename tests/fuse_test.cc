@@ -520,6 +520,53 @@ TEST_F(FuseTest, LargeDirectoriesAreListedPageByPage) {
   EXPECT_EQ(r.out, "1500\n");
 }
 
+// The under-store stopped: every file read before stays readable past the
+// mount's TTL (1 s) and the kernel's (1 s), with the kernel's caches
+// dropped, from the node's metadata cache (stale-if-error) and the workers'
+// blocks; a file never read fails with EIO; both work once it is back.
+TEST_F(FuseTest, CachedFilesStayReadableWhileTheUnderStoreIsDown) {
+  const std::string cold = PatternBytes(3000, 77);
+  ASSERT_TRUE(store_->Put("train/cold.bin", cold).ok());
+  auto fuse = Mount();
+  ASSERT_NE(fuse, nullptr);
+  const std::string ds = fuse->mountpoint() + "/datasets/ds/";
+  Shell r = Sh(absl::StrCat("ls -R ", ds, " > /dev/null"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const auto& [path, data] : files_)
+    ASSERT_EQ(ReadAll(ds + path).value_or("<error>"), data) << path;
+
+  s3_->Kill();
+  absl::SleepFor(absl::Milliseconds(2500));
+  ::sync();
+  ASSERT_TRUE(testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok());
+  int failed = 0;
+  for (const auto& [path, data] : files_) {
+    absl::StatusOr<std::string> got = ReadAll(ds + path);
+    if (!got.ok() || *got != data) {
+      ++failed;
+      ADD_FAILURE() << path << ": " << got.status();
+    }
+  }
+  EXPECT_EQ(failed, 0);
+  EXPECT_GT(fuse->Metric("larder_fuse_metadata_lookups_total{result=\"stale\"}")
+                .value_or(0),
+            0);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> got = ReadAll(ds + "train/cold.bin");
+  EXPECT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::ErrnoToStatusCode(EIO)) << got.status();
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, absl::Seconds(10));
+  std::fprintf(stderr, "an uncached read failed after %s\n",
+               absl::FormatDuration(took).c_str());
+  EXPECT_FALSE(fuse->Exited());
+
+  ASSERT_TRUE(s3_->Restart().ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return ReadAll(ds + "train/cold.bin").value_or("") == cold; },
+      absl::Seconds(30)));
+}
+
 TEST_F(FuseTest, KilledDaemonLeavesNoHungMountAndMountsAgain) {
   auto fuse = Mount();
   ASSERT_NE(fuse, nullptr);
