@@ -97,7 +97,10 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
   }
 
   // 2. Blocks grouped by owner on the current ring.
-  auto [ring, workers] = membership_->Snapshot();
+  // (Named, not a structured binding: lambdas below capture `workers`.)
+  auto snapshot = membership_->Snapshot();
+  const auto& ring = snapshot.first;
+  const auto& workers = snapshot.second;
   if (ring.empty()) return fail(absl::UnavailableError("no live workers"));
   const std::string& mount = root.mount();
   const uint64_t block_size = root.block_size();
