@@ -35,7 +35,7 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "proto/master.grpc.pb.h"
-#include "understore/factory.h"
+#include "understore/mount_store.h"
 
 namespace larder {
 namespace {
@@ -109,7 +109,7 @@ class FileImpl final : public File {
         info_(FromProto(stat_.info())) {}
   const FileInfo& info() const override { return info_; }
   absl::StatusOr<size_t> Read(uint64_t offset, absl::Span<char> out) override;
-  absl::StatusOr<std::vector<LocalSlice>> ReadLocal(uint64_t offset,
+  absl::StatusOr<std::vector<ReadPiece>> ReadPieces(uint64_t offset,
                                                     uint64_t length) override;
   absl::StatusOr<ByteView> ReadView(uint64_t offset, uint64_t length) override;
   absl::StatusOr<LocalSlice> OpenLocalObject() override;
@@ -495,14 +495,16 @@ class ClientImpl final : public Client {
 
   std::vector<v1::WorkerInfo> HealthyFirst(
       std::vector<v1::WorkerInfo> workers) {
+    std::vector<v1::WorkerInfo> healthy, suspect;
     absl::MutexLock lock(&mu_);
     const absl::Time now = absl::Now();
-    std::stable_partition(
-        workers.begin(), workers.end(), [&](const v1::WorkerInfo& w) {
-          auto it = suspect_until_.find(w.id());
-          return it == suspect_until_.end() || it->second < now;
-        });
-    return workers;
+    for (v1::WorkerInfo& w : workers) {
+      auto it = suspect_until_.find(w.id());
+      (it == suspect_until_.end() || it->second < now ? healthy : suspect)
+          .push_back(std::move(w));
+    }
+    for (v1::WorkerInfo& w : suspect) healthy.push_back(std::move(w));
+    return healthy;
   }
 
   // Blocks whose owner is on this node are leased ahead over the
@@ -523,11 +525,12 @@ class ClientImpl final : public Client {
       }
     }
     for (auto& [socket, blocks] : local) {
-      lease_ahead_pool_->Schedule(
-          [this, socket, blocks] { LeaseAhead(socket, blocks); });
+      lease_ahead_pool_->Schedule([this, socket = socket, blocks = blocks] {
+        LeaseAhead(socket, blocks);
+      });
     }
     for (auto& [address, blocks] : by_worker) {
-      pool_->Schedule([this, address, blocks] {
+      pool_->Schedule([this, address = address, blocks = blocks] {
         Worker(address)
             .CacheBlocks(blocks, /*wait=*/false, absl::Seconds(5))
             .IgnoreError();
@@ -829,15 +832,13 @@ class ClientImpl final : public Client {
                                         absl::Span<char> out) {
     uint64_t ring = 0;
     if (ShortCircuitTo(w)) {
-      absl::StatusOr<std::shared_ptr<CachedLease>> lease =
-          LeaseFrom(w.short_circuit_socket(), id);
-      if (!lease.ok() &&
-          lease.status().code() != absl::StatusCode::kUnimplemented)
-        return lease.status();
-      // Unimplemented (no socket): fall through to gRPC on the same worker.
-      if (lease.ok()) {
+      LARDER_ASSIGN_OR_RETURN(std::shared_ptr<CachedLease> lease,
+                              LeaseFrom(w.short_circuit_socket(), id));
+      // No lease without an error: the socket cannot be reached; the same
+      // worker is read over gRPC.
+      if (lease) {
         absl::StatusOr<size_t> n =
-            ShortCircuitClient::ReadLease((*lease)->lease, offset, out);
+            ShortCircuitClient::ReadLease(lease->lease, offset, out);
         if (n.ok()) ++sc_blocks_;
         return n;
       }
@@ -891,14 +892,16 @@ class ClientImpl final : public Client {
     if (!failed) GiveShortCircuit(socket, *std::move(sc));
   }
 
-  // A lease on `id` from the worker at `socket`: kept, or opened now.
-  // Unimplemented if the socket cannot be reached.
+  // A lease on `id` from the worker at `socket`: kept, or opened now; null
+  // (and no error) when the socket cannot be reached (a worker without one,
+  // or in another container): read that worker over gRPC. Errors are the
+  // worker's answer.
   absl::StatusOr<std::shared_ptr<CachedLease>> LeaseFrom(
       const std::string& socket, const BlockId& id) {
     if (std::shared_ptr<CachedLease> kept = FindLease(socket, id)) return kept;
     absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
         TakeShortCircuit(socket);
-    if (!sc.ok()) return absl::UnimplementedError(sc.status().message());
+    if (!sc.ok()) return std::shared_ptr<CachedLease>();
     absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
     if (opened.ok() || !WorkerFailure(opened.status()))
       GiveShortCircuit(socket, *sc);
@@ -919,7 +922,7 @@ class ClientImpl final : public Client {
       std::vector<v1::WorkerInfo> owners = Owners(id, 1);
       if (owners.empty() || !ShortCircuitTo(owners[0]) ||
           (!socket.empty() && owners[0].short_circuit_socket() != socket))
-        return absl::UnimplementedError(
+        return absl::FailedPreconditionError(
             "the file's blocks are not all owned by the worker on this node");
       socket = owners[0].short_circuit_socket();
     }
@@ -936,32 +939,42 @@ class ClientImpl final : public Client {
                       std::shared_ptr<const void>(held, held.get())};
   }
 
-  // The block from the owner on this node, for zero-copy readers.
-  // Unimplemented when the owner is elsewhere or fails (Read then fails
-  // over).
-  absl::StatusOr<std::shared_ptr<CachedLease>> LocalLease(const BlockId& id) {
+  // [offset, offset + length) of block `id` as a read piece: a slice of the
+  // lease of the worker on this node when it owns (or, after a ring change,
+  // holds) the block; else a view, from the other owners with failover.
+  // Decided here, once per block.
+  absl::StatusOr<ReadPiece> ReadBlockPiece(const BlockId& id, uint64_t offset,
+                                           uint64_t length) {
+    auto slice =
+        [&](std::shared_ptr<CachedLease> lease) -> absl::StatusOr<ReadPiece> {
+      if (lease->lease.length < offset + length)
+        return absl::InternalError("short block from the local worker");
+      ++sc_blocks_;
+      ReadPiece piece;
+      piece.local =
+          LocalSlice{lease->lease.fd, lease->lease.offset + offset, length,
+                     std::shared_ptr<const void>(lease, lease.get())};
+      return piece;
+    };
     std::vector<v1::WorkerInfo> owners = Owners(id, 1);
     if (!owners.empty() && ShortCircuitTo(owners[0])) {
       if (std::shared_ptr<CachedLease> kept =
-              FindLease(owners[0].short_circuit_socket(), id)) {
-        ++sc_blocks_;
-        return kept;
-      }
+              FindLease(owners[0].short_circuit_socket(), id))
+        return slice(std::move(kept));
     }
     owners = HealthyFirst(WhereCached(id, std::move(owners)));
-    if (owners.empty() || !ShortCircuitTo(owners[0]))
-      return absl::UnimplementedError("the block's owner is on another node");
-    absl::StatusOr<std::shared_ptr<CachedLease>> lease =
-        LeaseFrom(owners[0].short_circuit_socket(), id);
-    if (!lease.ok()) {
-      if (WorkerFailure(lease.status())) {
-        MarkSuspect(owners[0], lease.status());
-        return absl::UnimplementedError(lease.status().message());
+    if (!owners.empty() && ShortCircuitTo(owners[0])) {
+      absl::StatusOr<std::shared_ptr<CachedLease>> lease =
+          LeaseFrom(owners[0].short_circuit_socket(), id);
+      if (lease.ok() && *lease) return slice(*std::move(lease));
+      if (!lease.ok()) {
+        if (!WorkerFailure(lease.status())) return lease.status();
+        MarkSuspect(owners[0], lease.status());  // Then fail over below.
       }
-      return lease.status();
     }
-    ++sc_blocks_;
-    return lease;
+    ReadPiece piece;
+    LARDER_ASSIGN_OR_RETURN(piece.view, ReadBlockView(id, offset, length));
+    return piece;
   }
 
  private:
@@ -1030,35 +1043,16 @@ class ClientImpl final : public Client {
 
   absl::Status ReadFromUnderStore(const BlockId& id, uint64_t offset,
                                   absl::Span<char> out) {
-    std::shared_ptr<UnderStore> store;
+    std::optional<v1::MountEntry> mount;
     {
       absl::MutexLock lock(&mu_);
-      if (auto it = fallback_stores_.find(id.mount);
-          it != fallback_stores_.end())
-        store = it->second;
-    }
-    if (!store) {
-      v1::MountEntry mount;
-      {
-        absl::MutexLock lock(&mu_);
-        auto it = mounts_.find(id.mount);
-        if (it == mounts_.end())
-          return absl::NotFoundError(absl::StrCat("unknown mount ", id.mount));
+      if (auto it = mounts_.find(id.mount); it != mounts_.end())
         mount = it->second;
-      }
-      UnderStoreOptions o;
-      absl::string_view ref = mount.credentials();
-      if (absl::ConsumePrefix(&ref, "profile:")) {
-        LARDER_ASSIGN_OR_RETURN(AwsCredentials c,
-                                LoadAwsCredentials(ref, o.env));
-        o.aws_credentials = c;
-      }
-      LARDER_ASSIGN_OR_RETURN(std::unique_ptr<UnderStore> opened,
-                              OpenUnderStore(mount.uri(), o));
-      store = std::shared_ptr<UnderStore>(std::move(opened));
-      absl::MutexLock lock(&mu_);
-      fallback_stores_[id.mount] = store;
     }
+    if (!mount)
+      return absl::NotFoundError(absl::StrCat("unknown mount ", id.mount));
+    LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store,
+                            fallback_stores_.Get(*mount));
     LARDER_ASSIGN_OR_RETURN(
         size_t n,
         store->ReadRange(id.path, id.offset() + offset, out, id.version));
@@ -1092,8 +1086,8 @@ class ClientImpl final : public Client {
   absl::flat_hash_map<std::string,
                       std::vector<std::shared_ptr<ShortCircuitClient>>>
       short_circuit_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::shared_ptr<UnderStore>> fallback_stores_
-      ABSL_GUARDED_BY(mu_);
+  // Mounts opened for the under-store fallback.
+  MountStores fallback_stores_{UnderStoreOptions{}};
   absl::flat_hash_map<std::string, absl::Time> suspect_until_
       ABSL_GUARDED_BY(mu_);
   struct Located {
@@ -1148,24 +1142,22 @@ absl::StatusOr<uint64_t> FileImpl::End(uint64_t offset, uint64_t length) const {
   return offset + std::min<uint64_t>(info_.size - offset, length);
 }
 
-absl::StatusOr<std::vector<LocalSlice>> FileImpl::ReadLocal(uint64_t offset,
+absl::StatusOr<std::vector<ReadPiece>> FileImpl::ReadPieces(uint64_t offset,
                                                             uint64_t length) {
-  std::vector<LocalSlice> out;
   LARDER_ASSIGN_OR_RETURN(const uint64_t end, End(offset, length));
-  if (end == offset) return out;
-  const uint64_t bs = stat_.block_size();
+  if (end == offset) return std::vector<ReadPiece>{};
   NoteRead(offset, end);
-  for (uint64_t b = offset / bs; b <= (end - 1) / bs; ++b) {
-    const uint64_t lo = std::max(offset, b * bs),
-                   hi = std::min(end, (b + 1) * bs);
-    LARDER_ASSIGN_OR_RETURN(auto lease, client_->LocalLease(Block(b)));
-    if (lease->lease.length < hi - b * bs)
-      return absl::InternalError("short block from the local worker");
-    out.push_back(LocalSlice{lease->lease.fd,
-                             lease->lease.offset + (lo - b * bs), hi - lo,
-                             std::shared_ptr<const void>(lease, lease.get())});
-  }
-  return out;
+  const uint64_t bs = stat_.block_size();
+  std::vector<ReadPiece> pieces((end - 1) / bs - offset / bs + 1);
+  LARDER_RETURN_IF_ERROR(ForEachPiece(
+      offset, end,
+      [&](size_t i, uint64_t block, uint64_t in_block, uint64_t,
+          uint64_t n) -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(
+            pieces[i], client_->ReadBlockPiece(Block(block), in_block, n));
+        return absl::OkStatus();
+      }));
+  return pieces;
 }
 
 absl::StatusOr<LocalSlice> FileImpl::OpenLocalObject() {

@@ -751,55 +751,64 @@ class FuseMount::Fs {
       fuse_reply_buf(req, nullptr, 0);
       return;
     }
+    // Where each block comes from is decided once, by the client; one reply
+    // is built from the pieces.
+    absl::StatusOr<std::vector<ReadPiece>> pieces =
+        f->file->ReadPieces(static_cast<uint64_t>(off), size);
+    if (!pieces.ok()) {
+      fs->ReplyError(req, scope, "read", f->file->info().path, pieces.status());
+      return;
+    }
+    size_t total = 0, local = 0, buffers = 0;
+    for (const ReadPiece& p : *pieces) {
+      total += p.size();
+      if (p.is_local()) ++local;
+      buffers += p.is_local() ? 1 : p.view.pieces.size();
+    }
+    fs->metrics_.read_bytes->Increment(static_cast<double>(total));
+    if (total == 0) {
+      fuse_reply_buf(req, nullptr, 0);
+      return;
+    }
+    if (local == 0) {
+      // Blocks from other nodes only: written to the kernel straight from
+      // the buffers gRPC read them into (one copy, by the kernel).
+      std::vector<iovec> iov;
+      iov.reserve(buffers);
+      for (const ReadPiece& p : *pieces) {
+        for (absl::Span<const char> m : p.view.pieces)
+          iov.push_back(iovec{const_cast<char*>(m.data()), m.size()});
+      }
+      fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+      return;
+    }
     // Blocks cached on this node go to the kernel by splice, straight from
-    // the worker's memfd or block file: no copy through this process.
-    absl::StatusOr<std::vector<LocalSlice>> slices =
-        f->file->ReadLocal(static_cast<uint64_t>(off), size);
-    if (slices.ok()) {
-      std::vector<char> storage(sizeof(fuse_bufvec) +
-                                slices->size() * sizeof(fuse_buf));
-      auto* bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
-      bufv->count = slices->size();
-      bufv->idx = 0;
-      bufv->off = 0;
-      size_t total = 0;
-      for (size_t i = 0; i < slices->size(); ++i) {
-        const LocalSlice& sl = (*slices)[i];
-        fuse_buf& b = bufv->buf[i];
+    // the worker's memfd or block file: no copy through this process; any
+    // others ride in the same reply from memory.
+    std::vector<char> storage(sizeof(fuse_bufvec) + buffers * sizeof(fuse_buf));
+    auto* bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
+    bufv->count = 0;
+    bufv->idx = 0;
+    bufv->off = 0;
+    for (const ReadPiece& p : *pieces) {
+      if (p.is_local()) {
+        fuse_buf& b = bufv->buf[bufv->count++];
         b = fuse_buf{};
-        b.size = sl.length;
+        b.size = p.local.length;
         b.flags =
             static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-        b.fd = sl.fd;
-        b.pos = static_cast<off_t>(sl.offset);
-        total += sl.length;
+        b.fd = p.local.fd;
+        b.pos = static_cast<off_t>(p.local.offset);
+        continue;
       }
-      fs->metrics_.read_bytes->Increment(static_cast<double>(total));
-      if (slices->empty()) {
-        fuse_reply_buf(req, nullptr, 0);
-      } else {
-        fuse_reply_data(req, bufv, fuse_buf_copy_flags{});
+      for (absl::Span<const char> m : p.view.pieces) {
+        fuse_buf& b = bufv->buf[bufv->count++];
+        b = fuse_buf{};
+        b.size = m.size();
+        b.mem = const_cast<char*>(m.data());
       }
-      return;
     }
-    if (slices.status().code() != absl::StatusCode::kUnimplemented) {
-      fs->ReplyError(req, scope, "read", f->file->info().path, slices.status());
-      return;
-    }
-    // Blocks from other nodes: the reply is written to the kernel straight
-    // from the buffers gRPC read them into, with no copy in this process.
-    absl::StatusOr<ByteView> view =
-        f->file->ReadView(static_cast<uint64_t>(off), size);
-    if (!view.ok()) {
-      fs->ReplyError(req, scope, "read", f->file->info().path, view.status());
-      return;
-    }
-    std::vector<iovec> iov;
-    iov.reserve(view->pieces.size());
-    for (absl::Span<const char> p : view->pieces)
-      iov.push_back(iovec{const_cast<char*>(p.data()), p.size()});
-    fs->metrics_.read_bytes->Increment(static_cast<double>(view->size()));
-    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+    fuse_reply_data(req, bufv, fuse_buf_copy_flags{});
   }
 
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

@@ -14,10 +14,11 @@
 //   auto mount = larder::FuseMount::Mount(fuse_options, std::move(*client));
 //   (*mount)->Serve();   // until SIGTERM/SIGINT/SIGHUP or an unmount
 //
-// Reads: a read request (up to max_read, 4 MiB by default) is answered by
-// splicing the blocks cached on this node straight from the worker's memfds
-// (File::ReadLocal), or else by one File::Read (parallel block reads over
-// gRPC), with readahead of the following blocks for sequential readers.
+// Reads: a read request (up to max_read, 4 MiB by default) is one
+// File::ReadPieces call, which decides per block where it comes from; the
+// reply splices the blocks cached on this node straight from the worker's
+// memfds and writes the others from the buffers gRPC read them into, with
+// readahead of the following blocks for sequential readers.
 // Files of at least direct_io_min_size are opened with direct_io (one copy,
 // into the reader's buffer); smaller ones use the kernel page cache, kept
 // across opens while the object's version is unchanged (`keep_cache`), so

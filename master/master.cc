@@ -148,6 +148,7 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<v1::MountTable> t = mounts_->Remove(req->path());
     if (!t.ok()) return ToGrpcStatus(t.status());
     metadata_->Invalidate(req->path());
+    metadata_->DropStore(req->path());
     invalidations_->Add(req->path());
     *resp = *std::move(t);
     return grpc::Status::OK;

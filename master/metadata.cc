@@ -29,39 +29,6 @@ std::string Join(const std::string& mount, const std::string& rel) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
-    const v1::MountEntry& mount, const UnderStoreOptions& base) {
-  UnderStoreOptions o = base;
-  absl::string_view ref = mount.credentials();
-  if (!ref.empty()) {
-    if (!absl::ConsumePrefix(&ref, "profile:") || ref.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mount ", mount.path(), ": unknown credentials reference '",
-          mount.credentials(), "' (want profile:NAME)"));
-    }
-    LARDER_ASSIGN_OR_RETURN(AwsCredentials c,
-                            LoadAwsCredentials(ref, base.env));
-    o.aws_credentials = c;
-  }
-  return OpenUnderStore(mount.uri(), o);
-}
-
-absl::StatusOr<std::shared_ptr<UnderStore>> MetadataCache::Store(
-    const v1::MountEntry& mount) {
-  const std::string key =
-      absl::StrCat(mount.path(), "|", mount.uri(), "|", mount.credentials());
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = stores_.find(key); it != stores_.end()) return it->second;
-  }
-  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<UnderStore> store,
-                          OpenMountStore(mount, store_options_));
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] =
-      stores_.emplace(key, std::shared_ptr<UnderStore>(std::move(store)));
-  return it->second;
-}
-
 absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
   const auto& [mount, rel] = resolved;

@@ -33,19 +33,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "master/mount_registry.h"
+#include "understore/mount_store.h"
 #include "understore/options.h"
 #include "understore/under_store.h"
 
 namespace larder {
 
-// Opens the under-store of a mount, applying its credentials reference.
-absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
-    const v1::MountEntry& mount, const UnderStoreOptions& base);
-
 class MetadataCache {
  public:
   MetadataCache(const MountRegistry* mounts, UnderStoreOptions store_options)
-      : mounts_(mounts), store_options_(std::move(store_options)) {}
+      : mounts_(mounts), stores_(std::move(store_options)) {}
 
   // Errors: NotFound (no mount, or no such object), and the under-store's.
   absl::StatusOr<v1::StatResponse> Stat(absl::string_view path);
@@ -70,9 +67,13 @@ class MetadataCache {
 
   // Drops cached entries at or below `path`; returns how many.
   uint64_t Invalidate(absl::string_view path);
-  // The store of a mount (opened on first use).
+  // The store of a mount (opened on first use, again after a re-mount).
   absl::StatusOr<std::shared_ptr<UnderStore>> Store(
-      const v1::MountEntry& mount);
+      const v1::MountEntry& mount) {
+    return stores_.Get(mount);
+  }
+  // Forgets the store of an unmounted path.
+  void DropStore(const std::string& path) { stores_.Drop(path); }
 
  private:
   template <typename T>
@@ -93,11 +94,8 @@ class MetadataCache {
                             absl::Time now);
 
   const MountRegistry* const mounts_;
-  const UnderStoreOptions store_options_;
+  MountStores stores_;
   absl::Mutex mu_;
-  // Keyed by "mount-path|uri" so a re-mounted path gets a fresh store.
-  absl::flat_hash_map<std::string, std::shared_ptr<UnderStore>> stores_
-      ABSL_GUARDED_BY(mu_);
   // Ordered maps: Invalidate removes a key range.
   std::map<std::string, Cached<v1::StatResponse>> stats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Cached<v1::ListResponse>> lists_ ABSL_GUARDED_BY(mu_);

@@ -12,6 +12,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "understore/mount_store.h"
 
 namespace larder {
 namespace {
@@ -78,19 +79,16 @@ absl::Status MasterLink::SyncMounts(uint64_t version) {
   absl::Status first;
   for (const v1::MountEntry& m : table.mounts()) {
     absl::StatusOr<Mount> have = mounts_->Find(m.path());
-    if (have.ok() && have->uri == m.uri() && have->block_size == m.block_size())
+    if (have.ok() && have->uri == m.uri() &&
+        have->credentials == m.credentials() &&
+        have->block_size == m.block_size())
       continue;
-    UnderStoreOptions o = options_.store_options;
-    absl::string_view ref = m.credentials();
-    if (absl::ConsumePrefix(&ref, "profile:")) {
-      absl::StatusOr<AwsCredentials> c = LoadAwsCredentials(ref, o.env);
-      if (!c.ok()) {
-        first.Update(c.status());
-        continue;
-      }
-      o.aws_credentials = *c;
-    }
-    absl::Status st = mounts_->Add(m.path(), m.uri(), m.block_size(), o);
+    absl::StatusOr<std::unique_ptr<UnderStore>> opened =
+        OpenMountStore(m, options_.store_options);
+    absl::Status st =
+        opened.ok()
+            ? mounts_->Add(m, std::shared_ptr<UnderStore>(*std::move(opened)))
+            : opened.status();
     if (!st.ok()) {
       LARDER_LOG(ERROR, "worker.mount")
           .Field("path", m.path())

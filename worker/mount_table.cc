@@ -24,9 +24,16 @@ absl::Status MountTable::Add(const std::string& name, const std::string& uri,
                    block_size);
 }
 
+absl::Status MountTable::Add(const v1::MountEntry& entry,
+                             std::shared_ptr<UnderStore> store) {
+  return AddOpened(entry.path(), entry.uri(), std::move(store),
+                   entry.block_size(), entry.credentials());
+}
+
 absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
                                    std::shared_ptr<UnderStore> store,
-                                   uint64_t block_size) {
+                                   uint64_t block_size,
+                                   std::string credentials) {
   // A flag-defined mount has a plain name; a master-defined one is a cluster
   // path ("/datasets/imagenet").
   if (name.empty() || (name.find('/') != std::string::npos && name[0] != '/')) {
@@ -40,7 +47,8 @@ absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
                                                    name, "' (4 KiB to 1 GiB)"));
   }
   absl::MutexLock lock(&mu_);
-  mounts_[name] = Mount{name, std::move(uri), block_size, std::move(store)};
+  mounts_[name] = Mount{name, std::move(uri), std::move(credentials),
+                        block_size, std::move(store)};
   return absl::OkStatus();
 }
 

@@ -28,6 +28,7 @@ namespace larder {
 struct Mount {
   std::string name;
   std::string uri;  // As given (for the master's mounts: as in its table).
+  std::string credentials;  // The master's mounts: the credentials reference.
   uint64_t block_size = 0;
   std::shared_ptr<UnderStore> store;
 };
@@ -38,6 +39,10 @@ class MountTable {
   // OpenUnderStore; InvalidArgument for a bad name or block size.
   absl::Status Add(const std::string& name, const std::string& uri,
                    uint64_t block_size, const UnderStoreOptions& options);
+  // Adds (or replaces) a mount of the master's table with its store
+  // (OpenMountStore). Errors: InvalidArgument for a bad path or block size.
+  absl::Status Add(const v1::MountEntry& entry,
+                   std::shared_ptr<UnderStore> store);
   // Adds a mount with an already opened store (tests, embedding).
   absl::Status Add(const std::string& name, std::shared_ptr<UnderStore> store,
                    uint64_t block_size);
@@ -66,8 +71,8 @@ class MountTable {
 
  private:
   absl::Status AddOpened(const std::string& name, std::string uri,
-                         std::shared_ptr<UnderStore> store,
-                         uint64_t block_size);
+                         std::shared_ptr<UnderStore> store, uint64_t block_size,
+                         std::string credentials = "");
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);

@@ -144,6 +144,18 @@ struct ByteView {
   void Append(ByteView other);
 };
 
+// One piece of a read, decided once per block: bytes cached by the worker
+// on this node, lent as a range of its file descriptor (`local.fd` >= 0, for
+// consumers that splice: the FUSE adaptor), or bytes lent in memory (`view`:
+// streamed from a worker on another node, or read after a failover).
+struct ReadPiece {
+  LocalSlice local;
+  ByteView view;
+
+  bool is_local() const { return local.fd >= 0; }
+  uint64_t size() const { return is_local() ? local.length : view.size(); }
+};
+
 class Client;
 
 // An open file, pinned to the version it had at Open. Thread-safe.
@@ -162,20 +174,21 @@ class File {
   // touches each byte once less. Same routing, failover and errors as Read.
   virtual absl::StatusOr<ByteView> ReadView(uint64_t offset,
                                             uint64_t length) = 0;
-  // Zero-copy Read for consumers that take file descriptors (the FUSE
-  // adaptor splices them to the kernel): the bytes of Read(offset, length)
-  // as slices of blocks cached on this node (empty at the end of the file).
-  // Unimplemented when a block's owner is not on this node, or it failed:
-  // then call Read, which fails over.
-  virtual absl::StatusOr<std::vector<LocalSlice>> ReadLocal(
+  // Zero-copy Read for consumers that take pieces: the bytes of
+  // Read(offset, length) (none at the end of the file), each block as a
+  // local slice when the worker on this node serves it, else as a view
+  // (gRPC's buffers, with the same failover as Read). One call decides
+  // where each block comes from; the consumer builds one reply from the
+  // pieces, in order.
+  virtual absl::StatusOr<std::vector<ReadPiece>> ReadPieces(
       uint64_t offset, uint64_t length) = 0;
   // The whole file as one descriptor lent by the worker on this node:
   // [0, size) of fd, a read-only memfd whose bytes never change; the
   // worker keeps every block of the file in RAM until `hold` is dropped.
-  // For FUSE passthrough (the kernel reads the fd itself). Unimplemented
-  // when a block's owner is not on this node; FailedPrecondition when the
-  // worker does not hold every block in RAM, or keeps the object block by
-  // block (larger than its --object_file_max_size).
+  // For FUSE passthrough (the kernel reads the fd itself). FailedPrecondition
+  // when the worker does not hold every block in RAM, or keeps the object block
+  // by block (larger than its --object_file_max_size), or when a block's owner
+  // is not on this node.
   virtual absl::StatusOr<LocalSlice> OpenLocalObject() = 0;
 };
 

@@ -1,0 +1,67 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: mount_store.h
+// -----------------------------------------------------------------------------
+//
+// "A mount, opened as an under-store with its credentials": the one way every
+// process (the master for metadata, the worker for fetches, the client for
+// its under-store fallback) turns an entry of the master's mount table into
+// an UnderStore.
+//
+// A mount's credentials reference names credentials that each process holds
+// itself; the secret never travels in the mount table:
+//   ""              this process's own (environment, default profile, ...);
+//   "profile:NAME"  the AWS profile NAME of this process's credentials file.
+//
+//   MountStores stores(base_options);
+//   absl::StatusOr<std::shared_ptr<UnderStore>> s = stores.Get(mount_entry);
+//
+// MountStores keeps one opened store per mount and opens it again when the
+// mount's URI or credentials change (a re-mount). Thread-safe; stores are
+// shared and outlive any read in flight.
+#ifndef LARDER_UNDERSTORE_MOUNT_STORE_H_
+#define LARDER_UNDERSTORE_MOUNT_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/master.pb.h"
+#include "understore/options.h"
+#include "understore/under_store.h"
+
+namespace larder {
+
+// Opens `mount`'s under-store with `base` and the mount's credentials.
+// Errors: InvalidArgument (an unknown credentials reference, a bad URI),
+// NotFound / PermissionDenied (the named profile), and OpenUnderStore's.
+absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
+    const v1::MountEntry& mount, const UnderStoreOptions& base);
+
+class MountStores {
+ public:
+  explicit MountStores(UnderStoreOptions base) : base_(std::move(base)) {}
+
+  // The store of `mount`, opened on first use or after its URI or
+  // credentials changed. Errors: those of OpenMountStore.
+  absl::StatusOr<std::shared_ptr<UnderStore>> Get(const v1::MountEntry& mount);
+  // Forgets the store of the mount at `path` (unmounted).
+  void Drop(const std::string& path);
+
+ private:
+  struct Opened {
+    std::string uri, credentials;
+    std::shared_ptr<UnderStore> store;
+  };
+  const UnderStoreOptions base_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Opened> stores_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace larder
+
+#endif  // LARDER_UNDERSTORE_MOUNT_STORE_H_
