@@ -143,6 +143,19 @@ int Run() {
             absl::StrCat("larder_master_rpcs_total{method=\"", method, "\"}"))
         .value_or(-1);
   };
+  // FUSE requests per file, by operation (the daemon's /metrics).
+  const std::vector<std::string> ops = {
+      "lookup", "getattr", "open", "read", "release", "readdir", "readdirplus"};
+  auto fuse_ops = [&] {
+    std::vector<double> v;
+    for (const std::string& op : ops)
+      v.push_back((*fuse)
+                      ->Metric(absl::StrCat(
+                          "larder_fuse_operations_total{op=\"", op, "\"}"))
+                      .value_or(0));
+    return v;
+  };
+  std::vector<double> op_counts(ops.size(), 0);
   std::vector<double> larder_fps, disk_fps, cache_fps, ratio, disk_ratio;
   double master_cpu = 0, fuse_cpu = 0, worker_cpu = 0;
   double stats = 0, lists = 0;
@@ -152,10 +165,13 @@ int Run() {
                  f0 = ProcessCpuSeconds((*fuse)->pid()),
                  w0 = ProcessCpuSeconds((*worker)->pid());
     const double s0 = rpcs("Stat"), l0 = rpcs("List");
+    const std::vector<double> ops0 = fuse_ops();
     larder_fps.push_back(FilesPerSecond(shuffled(via_larder), readers, size));
     master_cpu += ProcessCpuSeconds((*master)->pid()) - m0;
     fuse_cpu += ProcessCpuSeconds((*fuse)->pid()) - f0;
     worker_cpu += ProcessCpuSeconds((*worker)->pid()) - w0;
+    const std::vector<double> ops1 = fuse_ops();
+    for (size_t i = 0; i < ops.size(); ++i) op_counts[i] += ops1[i] - ops0[i];
     stats += rpcs("Stat") - s0;
     lists += rpcs("List") - l0;
     DropCaches();
@@ -188,6 +204,12 @@ int Run() {
       "List RPCs to the master\n",
       1e6 * master_cpu / total, 1e6 * fuse_cpu / total,
       1e6 * worker_cpu / total, stats / rounds, lists / rounds);
+  std::printf("FUSE requests per file:");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (op_counts[i] > 0)
+      std::printf(" %s %.2f", ops[i].c_str(), op_counts[i] / total);
+  }
+  std::printf("\n");
   return 0;
 }
 
