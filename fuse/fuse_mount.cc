@@ -180,12 +180,14 @@ struct FuseMetrics {
   ClientStats last ABSL_GUARDED_BY(mu);  // At the previous scrape.
 };
 
-// An open file: the client's File, pinned to the version seen at open.
+// An open file: the client's File, pinned to the version seen at open, and
+// its inode (whose open state it shares with other opens of the file).
 struct OpenFile {
-  std::unique_ptr<File> file;
+  std::shared_ptr<File> file;
   fuse_ino_t ino = 0;
+  std::shared_ptr<Inode> inode;
   bool passthrough = false;  // Read by the kernel from a backing memfd.
-  bool counted = false;      // Counted in Fs::other_opens_.
+  bool counted = false;      // Counted in Inode::daemon_opens.
 };
 
 // FUSE passthrough (kernel 7.40 protocol, Linux 6.9+), which libfuse 3.14
@@ -484,7 +486,8 @@ class FuseMount::Fs {
       return;
     }
     fuse_entry_param e{};
-    e.ino = fs->inodes_.Ref(path, info->version);
+    e.ino = fs->inodes_.Ref(path);
+    fs->inodes_.RepliedVersion(e.ino, info->version);
     e.attr = fs->Attr(path, *info);
     e.attr_timeout = absl::ToDoubleSeconds(fs->options_.attr_timeout);
     e.entry_timeout = absl::ToDoubleSeconds(fs->options_.entry_timeout);
@@ -690,12 +693,13 @@ class FuseMount::Fs {
       return;
     }
     Scope scope(fs, kOpen);
-    std::optional<std::string> path = fs->inodes_.Path(ino);
-    if (!path) {
+    std::shared_ptr<Inode> inode = fs->inodes_.Get(ino);
+    if (!inode) {
       scope.Failed();
       fuse_reply_err(req, ESTALE);
       return;
     }
+    const std::string* path = &inode->path;
     absl::StatusOr<std::unique_ptr<File>> file = fs->client_->Open(*path);
     if (!file.ok()) {
       fs->ReplyError(req, scope, "open", *path, file.status());
@@ -714,6 +718,7 @@ class FuseMount::Fs {
     fi->direct_io = fs->UseDirectIo((*file)->info().size);
     auto* f = new OpenFile{std::move(*file)};
     f->ino = ino;
+    f->inode = std::move(inode);
     int backing = 0;
     {
       absl::StatusOr<int> b = fs->AttachFile(*f, fi->flags, fi->direct_io);
@@ -745,8 +750,9 @@ class FuseMount::Fs {
                    fuse_file_info* fi) {
     Fs* fs = Self(req);
     Scope scope(fs, kRead);
-    auto* f = reinterpret_cast<OpenFile*>(fi->fh);
-    const uint64_t file_size = f->file->info().size;
+    const std::shared_ptr<File>& file =
+        reinterpret_cast<OpenFile*>(fi->fh)->file;
+    const uint64_t file_size = file->info().size;
     if (static_cast<uint64_t>(off) >= file_size) {
       fuse_reply_buf(req, nullptr, 0);
       return;
@@ -754,9 +760,9 @@ class FuseMount::Fs {
     // Where each block comes from is decided once, by the client; one reply
     // is built from the pieces.
     absl::StatusOr<std::vector<ReadPiece>> pieces =
-        f->file->ReadPieces(static_cast<uint64_t>(off), size);
+        file->ReadPieces(static_cast<uint64_t>(off), size);
     if (!pieces.ok()) {
-      fs->ReplyError(req, scope, "read", f->file->info().path, pieces.status());
+      fs->ReplyError(req, scope, "read", file->info().path, pieces.status());
       return;
     }
     size_t total = 0, local = 0, buffers = 0;
@@ -1005,12 +1011,6 @@ class FuseMount::Fs {
   // while the inode is in page-cache mode (a direct_io file mmap'ed), so
   // the daemon keeps one backing per inode, counted by opens, and only sets
   // one up when no other open of the inode reads through it.
-  struct Backing {
-    int id = 0;           // The kernel's backing id.
-    std::string version;  // Of the object lent.
-    int opens = 0;
-    LocalSlice object;  // Holds the worker's lease on the object's blocks.
-  };
   // Every open: the backing id to reply with, or 0 to read through the
   // daemon (passthrough is tried for `large`, direct_io, files only).
   // Errors: FailedPrecondition (the inode is open by passthrough for
@@ -1019,12 +1019,6 @@ class FuseMount::Fs {
   absl::StatusOr<int> AttachFile(OpenFile& f, int open_flags, bool large);
   void DetachFile(const OpenFile& f);
   std::atomic<bool> passthrough_{false};  // Negotiated at INIT.
-  absl::Mutex backing_mu_;
-  absl::flat_hash_map<fuse_ino_t, Backing> backings_
-      ABSL_GUARDED_BY(backing_mu_);
-  // Opens read through the daemon, by inode.
-  absl::flat_hash_map<fuse_ino_t, int> other_opens_
-      ABSL_GUARDED_BY(backing_mu_);
 
   // Only where the kernel lets direct_io files be mmap'ed shared (6.6+):
   // before that, MAP_SHARED of them fails with ENODEV.
@@ -1162,27 +1156,32 @@ static void RaiseMaxPagesLimit(uint64_t max_read) {
 absl::StatusOr<int> FuseMount::Fs::AttachFile(OpenFile& f, int open_flags,
                                               bool large) {
   const FileInfo& info = f.file->info();
-  absl::MutexLock lock(&backing_mu_);
-  if (auto it = backings_.find(f.ino); it != backings_.end()) {
-    if (it->second.version != info.version) {
+  Inode& inode = *f.inode;
+  absl::MutexLock lock(&inode.mu);
+  if (inode.backing_id > 0) {
+    if (inode.backing_version != info.version) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the file changed while open for passthrough reads of version ",
-          it->second.version, "; open it again once those readers closed it"));
+          inode.backing_version,
+          "; open it again once those readers closed it"));
     }
-    ++it->second.opens;
+    ++inode.backing_opens;
     f.passthrough = true;
     metrics_.passthrough_opens->Increment();
-    return it->second.id;
+    return inode.backing_id;
   }
   // O_DIRECT cannot be passed on: memfds do not take it.
   if (passthrough_ && (open_flags & O_DIRECT) == 0 && large &&
-      !other_opens_.contains(f.ino)) {
+      inode.daemon_opens == 0) {
     absl::StatusOr<LocalSlice> object = f.file->OpenLocalObject();
     if (object.ok()) {
       BackingMap map{object->fd, 0, 0};
       const int id = ::ioctl(fuse_session_fd(session_), kBackingOpen, &map);
       if (id > 0) {
-        backings_[f.ino] = Backing{id, info.version, 1, *std::move(object)};
+        inode.backing_id = id;
+        inode.backing_version = info.version;
+        inode.backing_opens = 1;
+        inode.backing_object = *std::move(object);
         f.passthrough = true;
         metrics_.passthrough_opens->Increment();
         return id;
@@ -1198,26 +1197,26 @@ absl::StatusOr<int> FuseMount::Fs::AttachFile(OpenFile& f, int open_flags,
           .Field("why", object.status());
     }
   }
-  ++other_opens_[f.ino];
+  ++inode.daemon_opens;
   f.counted = true;
   return 0;
 }
 
 void FuseMount::Fs::DetachFile(const OpenFile& f) {
-  absl::MutexLock lock(&backing_mu_);
+  Inode& inode = *f.inode;
+  absl::MutexLock lock(&inode.mu);
   if (f.passthrough) {
-    auto it = backings_.find(f.ino);
-    if (it == backings_.end() || --it->second.opens > 0) return;
-    uint32_t id = static_cast<uint32_t>(it->second.id);
+    if (inode.backing_id == 0 || --inode.backing_opens > 0) return;
+    uint32_t id = static_cast<uint32_t>(inode.backing_id);
     if (::ioctl(fuse_session_fd(session_), kBackingClose, &id) != 0) {
       LARDER_LOG(WARNING, "fuse.backing_close")
           .Field("path", f.file->info().path)
           .Field("error", std::strerror(errno));
     }
-    backings_.erase(it);  // Gives the worker's lease back.
+    inode.backing_id = 0;
+    inode.backing_object = LocalSlice{};  // Gives the worker's lease back.
   } else if (f.counted) {
-    auto it = other_opens_.find(f.ino);
-    if (it != other_opens_.end() && --it->second == 0) other_opens_.erase(it);
+    --inode.daemon_opens;
   }
 }
 

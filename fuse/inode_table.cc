@@ -7,7 +7,7 @@
 namespace larder {
 
 InodeTable::InodeTable() {
-  nodes_[kRoot] = Node{"/", 1, "", ""};
+  nodes_[kRoot] = Node{std::make_shared<Inode>("/"), 1};
   by_path_["/"] = kRoot;
 }
 
@@ -25,22 +25,22 @@ uint64_t InodeTable::StableIno(absl::string_view path) {
 }
 
 uint64_t InodeTable::Ref(const std::string& path, const std::string& version) {
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = by_path_.try_emplace(path, 0);
-  if (inserted) {
-    it->second = next_++;
-    nodes_[it->second] = Node{path, 0, "", ""};
+  std::shared_ptr<Inode> inode;
+  uint64_t ino;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = by_path_.try_emplace(path, 0);
+    if (inserted) {
+      it->second = next_++;
+      nodes_[it->second] = Node{std::make_shared<Inode>(path), 0};
+    }
+    Node& node = nodes_[it->second];
+    ++node.lookups;
+    inode = node.inode;
+    ino = it->second;
   }
-  Node& node = nodes_[it->second];
-  ++node.lookups;
-  node.replied_version = version;
-  return it->second;
-}
-
-void InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
-  absl::MutexLock lock(&mu_);
-  if (auto it = nodes_.find(ino); it != nodes_.end())
-    it->second.replied_version = version;
+  Replied(*inode, version);
+  return ino;
 }
 
 void InodeTable::Forget(uint64_t ino, uint64_t n) {
@@ -52,27 +52,45 @@ void InodeTable::Forget(uint64_t ino, uint64_t n) {
     it->second.lookups -= n;
     return;
   }
-  by_path_.erase(it->second.path);
+  by_path_.erase(it->second.inode->path);
   nodes_.erase(it);
 }
 
-std::optional<std::string> InodeTable::Path(uint64_t ino) const {
+std::shared_ptr<Inode> InodeTable::Get(uint64_t ino) const {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(ino);
-  if (it == nodes_.end()) return std::nullopt;
-  return it->second.path;
+  return it == nodes_.end() ? nullptr : it->second.inode;
+}
+
+std::optional<std::string> InodeTable::Path(uint64_t ino) const {
+  std::shared_ptr<Inode> inode = Get(ino);
+  if (!inode) return std::nullopt;
+  return inode->path;
+}
+
+bool InodeTable::Replied(Inode& inode, const std::string& version) {
+  absl::MutexLock lock(&inode.mu);
+  if (inode.replied_version == version) return false;
+  const bool changed = !inode.replied_version.empty();
+  inode.replied_version = version;
+  return changed;
+}
+
+bool InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
+  std::shared_ptr<Inode> inode = Get(ino);
+  return inode && Replied(*inode, version);
 }
 
 InodeTable::OpenCheck InodeTable::OpenedVersion(uint64_t ino,
                                                 const std::string& version) {
-  absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(ino);
-  if (it == nodes_.end()) return {};
+  std::shared_ptr<Inode> inode = Get(ino);
+  if (!inode) return {};
+  absl::MutexLock lock(&inode->mu);
   OpenCheck check;
-  check.same_as_last_open = it->second.opened_version == version;
-  check.attrs_stale = it->second.replied_version != version;
-  it->second.opened_version = version;
-  it->second.replied_version = version;
+  check.same_as_last_open = inode->opened_version == version;
+  check.attrs_stale = inode->replied_version != version;
+  inode->opened_version = version;
+  inode->replied_version = version;
   return check;
 }
 

@@ -4,20 +4,27 @@
 // File: inode_table.h
 // -----------------------------------------------------------------------------
 //
-// The FUSE adaptor's inode table: cluster paths <-> inode numbers, with the
-// kernel's lookup counts (as in libfuse's passthrough_hp). Every reply that
-// hands the kernel an inode (lookup, readdirplus) adds one reference; FORGET
-// drops them, and an inode whose count reaches zero is removed. Inode numbers
-// are never reused, so the generation is always 0.
+// The FUSE adaptor's inode table: the one place that keeps per-inode state,
+// as in libfuse's passthrough_hp. Cluster paths <-> FUSE node ids, with the
+// kernel's lookup counts: every reply that hands the kernel an inode (lookup,
+// readdirplus) adds one reference; FORGET drops them, and an inode whose
+// count reaches zero leaves the table. Node ids are never reused, so the
+// generation is always 0.
 //
-// It also remembers, per inode, the object version seen at the last open, so
-// an open of an unchanged object can keep the kernel's page cache.
+// Each inode (Inode) keeps what lookups learned and what its opens share:
+// the object version of the attributes the kernel holds and of the last
+// open, the passthrough backing file and its open count, and the opens that
+// read through the daemon. Open files hold their Inode, so its state
+// outlives a FORGET that races a release.
 //
-// Thread-safe.
+// Thread-safe. The table's lock guards the maps and lookup counts; each
+// Inode's lock guards its own state (so a slow open of one file never holds
+// up lookups of others).
 #ifndef LARDER_FUSE_INODE_TABLE_H_
 #define LARDER_FUSE_INODE_TABLE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -25,8 +32,29 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "larder/client.h"
 
 namespace larder {
+
+struct Inode {
+  explicit Inode(std::string p) : path(std::move(p)) {}
+
+  const std::string path;  // Cluster path.
+  absl::Mutex mu;
+  // The object version whose attributes (size) the kernel holds, and the
+  // one opened last (cached pages are valid while it stays the same).
+  std::string replied_version ABSL_GUARDED_BY(mu);
+  std::string opened_version ABSL_GUARDED_BY(mu);
+  // Passthrough: the kernel's id for the backing file (0: none), the object
+  // version lent, the opens using it, and the lent memfd (its hold keeps the
+  // worker's lease on the object's blocks).
+  int backing_id ABSL_GUARDED_BY(mu) = 0;
+  std::string backing_version ABSL_GUARDED_BY(mu);
+  int backing_opens ABSL_GUARDED_BY(mu) = 0;
+  LocalSlice backing_object ABSL_GUARDED_BY(mu);
+  // Opens reading through the daemon (no backing file may be set up then).
+  int daemon_opens ABSL_GUARDED_BY(mu) = 0;
+};
 
 class InodeTable {
  public:
@@ -43,17 +71,20 @@ class InodeTable {
   // readdir (which hands out no node ids) reports the number stat will.
   static uint64_t StableIno(absl::string_view path);
 
-  // The inode of `path`, created if needed, with one more lookup reference;
-  // `version` is the object version whose attributes go to the kernel with
-  // it.
+  // The node id of `path`, created if needed, with one more lookup
+  // reference; `version` is the object version whose attributes go to the
+  // kernel with it (see RepliedVersion).
   uint64_t Ref(const std::string& path, const std::string& version = "");
-  // Drops `n` references; at zero the inode is removed.
+  // Drops `n` references; at zero the inode leaves the table.
   void Forget(uint64_t ino, uint64_t n);
+  // A live inode; null once forgotten.
+  std::shared_ptr<Inode> Get(uint64_t ino) const;
   // The path of a live inode.
   std::optional<std::string> Path(uint64_t ino) const;
 
-  // Records that the kernel was given the attributes of `version`.
-  void RepliedVersion(uint64_t ino, const std::string& version);
+  // Records that the kernel was given the attributes of `version`; true if
+  // it held another version's before.
+  bool RepliedVersion(uint64_t ino, const std::string& version);
 
   // What an open of `version` means for the kernel's caches of the inode.
   struct OpenCheck {
@@ -68,11 +99,11 @@ class InodeTable {
 
  private:
   struct Node {
-    std::string path;
+    std::shared_ptr<Inode> inode;
     uint64_t lookups = 0;
-    std::string opened_version;
-    std::string replied_version;  // Of the attributes the kernel holds.
   };
+  static bool Replied(Inode& inode, const std::string& version);
+
   mutable absl::Mutex mu_;
   uint64_t next_ ABSL_GUARDED_BY(mu_) = kRoot + 1;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);

@@ -82,3 +82,34 @@ TEST(InodeTableTest, ConcurrentRefAndForgetStayConsistent) {
 
 }  // namespace
 }  // namespace larder
+
+namespace larder {
+namespace {
+
+TEST(InodeTableTest, AnInodeOutlivesItsForgetWhileAnOpenHoldsIt) {
+  InodeTable t;
+  const uint64_t a = t.Ref("/d/a", "v1");
+  std::shared_ptr<Inode> held = t.Get(a);  // As an open file does.
+  ASSERT_NE(held, nullptr);
+  {
+    absl::MutexLock lock(&held->mu);
+    ++held->daemon_opens;
+  }
+  t.Forget(a, 1);
+  EXPECT_EQ(t.Get(a), nullptr);
+  EXPECT_EQ(held->path, "/d/a");
+  absl::MutexLock lock(&held->mu);
+  EXPECT_EQ(held->daemon_opens, 1);  // The release still finds its state.
+}
+
+TEST(InodeTableTest, RepliedVersionSaysWhenTheKernelHeldAnother) {
+  InodeTable t;
+  const uint64_t a = t.Ref("/d/a");
+  EXPECT_FALSE(t.RepliedVersion(a, "v1"));  // The first attributes.
+  EXPECT_FALSE(t.RepliedVersion(a, "v1"));
+  EXPECT_TRUE(t.RepliedVersion(a, "v2"));
+  EXPECT_FALSE(t.RepliedVersion(999, "v1"));  // Not a live inode.
+}
+
+}  // namespace
+}  // namespace larder
