@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -163,13 +164,30 @@ class ClientImpl final : public Client {
 
   // Background tasks use the members below: their threads stop first.
   ~ClientImpl() override {
+    if (poller_.joinable()) {
+      stop_polling_.Notify();
+      poller_.join();
+    }
     lease_ahead_pool_.reset();
     pool_.reset();
   }
 
   absl::Status Init() {
     LARDER_RETURN_IF_ERROR(RefreshRing(/*force=*/true));
-    return RefreshMounts();
+    LARDER_RETURN_IF_ERROR(RefreshMounts());
+    // The ring, the mount table and invalidations are also polled while the
+    // client is idle: a FUSE daemon whose kernel answers from its own caches
+    // must still hear of an invalidation (and pass it on).
+    // RefreshRing refreshes at most every ring_refresh; ticking more often
+    // keeps the bound at ring_refresh after a foreground refresh.
+    poller_ = std::thread([this] {
+      const absl::Duration tick =
+          std::min(absl::Seconds(1), options_.ring_refresh);
+      while (!stop_polling_.WaitForNotificationWithTimeout(tick)) {
+        RefreshRing(/*force=*/false).IgnoreError();
+      }
+    });
+    return absl::OkStatus();
   }
 
   absl::StatusOr<FileInfo> Stat(absl::string_view path) override {
@@ -308,6 +326,12 @@ class ClientImpl final : public Client {
       if (resp.locations(i).worker_ids_size() > 0) cached += lengths[i];
     }
     return cached;
+  }
+
+  void SetInvalidationHook(
+      std::function<void(const std::string&)> hook) override {
+    absl::MutexLock lock(&mu_);
+    invalidation_hook_ = std::move(hook);
   }
 
   ClientStats stats() const override {
@@ -715,19 +739,28 @@ class ClientImpl final : public Client {
     grpc::ClientContext ctx;
     Deadline(&ctx, absl::Seconds(10));
     if (!master_->GetInvalidations(&ctx, req, &resp).ok()) return;
+    std::vector<std::string> dropped;
     if (resp.reset()) {
       meta_.Clear();
+      dropped.push_back("/");
     } else {
       for (const std::string& p : resp.paths()) {
-        if (std::optional<std::string> key = CacheKey(p))
+        if (std::optional<std::string> key = CacheKey(p)) {
           meta_.Invalidate(*key);
+          dropped.push_back(*std::move(key));
+        }
       }
     }
+    std::function<void(const std::string&)> hook;
     {
       absl::MutexLock lock(&mu_);
       inval_epoch_ = resp.epoch();
       inval_seq_ = resp.seq();
       stale_logged_.clear();
+      hook = invalidation_hook_;
+    }
+    if (hook) {
+      for (const std::string& p : dropped) hook(p);
     }
     LARDER_LOG(INFO, "client.metadata_invalidated")
         .Field("paths", resp.paths_size())
@@ -1080,7 +1113,11 @@ class ClientImpl final : public Client {
   uint64_t inval_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time master_down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::flat_hash_set<std::string> stale_logged_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> invalidation_hook_
+      ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> meta_hits_{0}, meta_misses_{0}, meta_stale_{0};
+  absl::Notification stop_polling_;
+  std::thread poller_;
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> workers_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string,

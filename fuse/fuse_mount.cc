@@ -27,9 +27,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -320,6 +322,14 @@ class FuseMount::Fs {
         metrics_(*registry_) {}
 
   ~Fs() {
+    client_->SetInvalidationHook(nullptr);
+    if (notifier_.joinable()) {
+      {
+        absl::MutexLock lock(&notify_mu_);
+        notify_stop_ = true;
+      }
+      notifier_.join();
+    }
     if (session_ != nullptr) {
       if (mounted_) fuse_session_unmount(session_);
       fuse_session_destroy(session_);
@@ -1040,6 +1050,23 @@ class FuseMount::Fs {
   const absl::Time start_time_ = absl::Now();
   std::string resolved_mountpoint_;
   std::once_flag tuned_;
+
+  // --- invalidations, passed on to the kernel ------------------------------
+  // Paths the master invalidated (the client's hook) go to the kernel from a
+  // thread of their own: a FUSE handler must not send entry notifications
+  // itself (the kernel may hold the directory's lock for that very request).
+  // For every inode at or below the path: its attributes and pages
+  // (notify_inval_inode), and its name (notify_inval_entry), so the next
+  // access asks this daemon, whose metadata cache asks the master.
+  void KernelInvalidations();
+  void InvalidateInKernel(const std::string& path);
+  bool NotifyReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(notify_mu_) {
+    return notify_stop_ || !notify_queue_.empty();
+  }
+  absl::Mutex notify_mu_;
+  std::deque<std::string> notify_queue_ ABSL_GUARDED_BY(notify_mu_);
+  bool notify_stop_ ABSL_GUARDED_BY(notify_mu_) = false;
+  std::thread notifier_;
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
   std::unique_ptr<OpsServer> ops_;
@@ -1220,6 +1247,43 @@ void FuseMount::Fs::DetachFile(const OpenFile& f) {
   }
 }
 
+void FuseMount::Fs::KernelInvalidations() {
+  while (true) {
+    std::string path;
+    {
+      absl::MutexLock lock(&notify_mu_,
+                           absl::Condition(this, &Fs::NotifyReady));
+      if (notify_stop_) return;
+      path = std::move(notify_queue_.front());
+      notify_queue_.pop_front();
+    }
+    InvalidateInKernel(path);
+  }
+}
+
+void FuseMount::Fs::InvalidateInKernel(const std::string& path) {
+  auto drop_name = [&](const std::string& p) {
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos || p == "/") return;
+    const uint64_t parent = inodes_.Find(slash == 0 ? "/" : p.substr(0, slash));
+    if (parent == 0) return;
+    const std::string name = p.substr(slash + 1);
+    // -ENOENT when the kernel holds no such name: nothing to drop.
+    fuse_lowlevel_notify_inval_entry(session_, parent, name.c_str(),
+                                     name.size());
+  };
+  std::vector<std::pair<uint64_t, std::string>> inodes = inodes_.Under(path);
+  for (const auto& [ino, p] : inodes) {
+    fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
+    drop_name(p);
+  }
+  // A name the kernel remembers as missing has no inode.
+  if (inodes.empty()) drop_name(path);
+  LARDER_LOG(DEBUG, "fuse.kernel_invalidated")
+      .Field("path", path)
+      .Field("inodes", inodes.size());
+}
+
 ssize_t FuseMount::Fs::ChannelRead(int fd, void* buf, size_t len, void* self) {
   const ssize_t n = ::read(fd, buf, len);
   if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(fuse_init_in) -
@@ -1323,6 +1387,11 @@ absl::Status FuseMount::Fs::Mount() {
         " (is /dev/fuse there and fusermount3 installed? see the log above)"));
   }
   mounted_ = true;
+  notifier_ = std::thread([this] { KernelInvalidations(); });
+  client_->SetInvalidationHook([this](const std::string& path) {
+    absl::MutexLock lock(&notify_mu_);
+    notify_queue_.push_back(path);
+  });
   static const fuse_custom_io channel = {&ChannelWritev, &ChannelRead, nullptr,
                                          &ChannelSplice};
   if (fuse_session_custom_io(session_, &channel, fuse_session_fd(session_)) !=

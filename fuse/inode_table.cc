@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "fuse/inode_table.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/hash.h"
 
@@ -92,6 +93,24 @@ InodeTable::OpenCheck InodeTable::OpenedVersion(uint64_t ino,
   inode->opened_version = version;
   inode->replied_version = version;
   return check;
+}
+
+std::vector<std::pair<uint64_t, std::string>> InodeTable::Under(
+    const std::string& path) const {
+  const std::string below = path == "/" ? "/" : path + "/";
+  std::vector<std::pair<uint64_t, std::string>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [p, ino] : by_path_) {
+    if (ino != kRoot && (p == path || absl::StartsWith(p, below)))
+      out.emplace_back(ino, p);
+  }
+  return out;
+}
+
+uint64_t InodeTable::Find(const std::string& path) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_path_.find(path);
+  return it == by_path_.end() ? 0 : it->second;
 }
 
 size_t InodeTable::size() const {

@@ -27,6 +27,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -94,6 +96,13 @@ class InodeTable {
   // Records `version` as the one opened now (and as the kernel's, once the
   // caller has invalidated its attributes).
   OpenCheck OpenedVersion(uint64_t ino, const std::string& version);
+
+  // The live inodes at or below `path` ("/": every one), with their
+  // paths. For invalidations (a walk of the table: they are rare).
+  std::vector<std::pair<uint64_t, std::string>> Under(
+      const std::string& path) const;
+  // The node id of a live path; 0 if the kernel holds none.
+  uint64_t Find(const std::string& path) const;
 
   size_t size() const;
 

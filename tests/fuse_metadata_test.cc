@@ -237,15 +237,16 @@ TEST_F(FuseMetadataTest, ReadsGoOnWhileTheMasterIsDown) {
   EXPECT_EQ(ReadAndCompare(paths, want), 0);
 }
 
-// `larder invalidate` run anywhere reaches every node's metadata cache
-// within a ring refresh (5 s) plus the kernel's attribute timeout, although
-// the mount's TTL is an hour.
+// `larder invalidate` run anywhere reaches every node within a ring refresh
+// (5 s), although the mount's TTL is an hour and the kernel trusts
+// attributes and names for a minute: each daemon's metadata cache drops the
+// path and passes the invalidation on to its kernel.
 TEST_F(FuseMetadataTest, InvalidateReachesEveryNode) {
   const std::string file = src_.path() + "/cfg/labels.txt";
   ASSERT_TRUE(testing::WriteFile(file, "version one").ok());
   MountData("1h");
-  auto node1 = Fuse({"--attr_timeout=1s", "--entry_timeout=1s", "--node=n1"});
-  auto node2 = Fuse({"--attr_timeout=1s", "--entry_timeout=1s", "--node=n2"});
+  auto node1 = Fuse({"--attr_timeout=60s", "--entry_timeout=60s", "--node=n1"});
+  auto node2 = Fuse({"--attr_timeout=60s", "--entry_timeout=60s", "--node=n2"});
   ASSERT_NE(node1, nullptr);
   ASSERT_NE(node2, nullptr);
   const std::string p1 = node1->mountpoint() + "/data/cfg/labels.txt";
@@ -258,24 +259,50 @@ TEST_F(FuseMetadataTest, InvalidateReachesEveryNode) {
   absl::SleepFor(absl::Seconds(2));
   EXPECT_EQ(ReadAll(p1).value_or(""), "version one");  // Cached for 1 h.
 
+  struct stat before {};
+  ASSERT_EQ(::stat(p2.c_str(), &before), 0);
+  EXPECT_EQ(before.st_size, 11);  // "version one", from the kernel's cache.
   Shell r = Larder("invalidate /data/cfg/labels.txt");
   ASSERT_EQ(r.code, 0) << r.out;
   const absl::Time start = absl::Now();
+  const std::string v2 = "version two, longer";
   for (const std::string& p : {p1, p2}) {
     EXPECT_TRUE(testing::WaitFor(
         [&] {
+          // stat(2) first: the kernel's attributes (trusted for a minute)
+          // must have been dropped, not only the daemon's cache (an open
+          // would refresh them itself).
+          struct stat st {};
+          if (::stat(p.c_str(), &st) != 0 ||
+              static_cast<size_t>(st.st_size) != v2.size())
+            return false;
           absl::StatusOr<std::string> now = ReadAll(p);
-          if (now.ok() && *now != "version one" &&
-              *now != "version two, longer")
+          if (now.ok() && *now != "version one" && *now != v2)
             ADD_FAILURE() << "mixed or cut bytes: '" << *now << "'";
-          return now.value_or("") == "version two, longer";
+          return now.value_or("") == v2;
         },
         absl::Seconds(15)))
         << p;
   }
-  EXPECT_LT(absl::Now() - start, absl::Seconds(8));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, absl::Seconds(8));
+  std::fprintf(stderr, "both nodes read the new version after %s\n",
+               absl::FormatDuration(took).c_str());
   EXPECT_GE(node2->Metric("larder_fuse_metadata_invalidated_total").value_or(0),
             1);
+  // A whole directory, and a name that did not exist a moment ago (the
+  // kernels remember it as missing for a minute).
+  const std::string added = src_.path() + "/cfg/added.txt";
+  EXPECT_FALSE(ReadAll(node1->mountpoint() + "/data/cfg/added.txt").ok());
+  ASSERT_TRUE(testing::WriteFile(added, "new name").ok());
+  r = Larder("invalidate /data/cfg");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return ReadAll(node1->mountpoint() + "/data/cfg/added.txt")
+                   .value_or("") == "new name";
+      },
+      absl::Seconds(8)));
 }
 
 // An object replaced by a larger and then a smaller version, read in a

@@ -40,6 +40,7 @@
 #define LARDER_CLIENT_INCLUDE_LARDER_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -229,6 +230,16 @@ class Client {
   virtual absl::StatusOr<uint64_t> CachedBytes(absl::string_view path) = 0;
 
   virtual ClientStats stats() const = 0;
+
+  // Calls `hook` with every cluster path whose metadata the master
+  // invalidated (`larder invalidate`, a mount change; "/" for everything,
+  // after a master restart), once the node's metadata cache has dropped
+  // it. For caches layered on top (the FUSE adaptor passes it on to the
+  // kernel). The hook runs on whichever thread noticed the invalidation,
+  // possibly inside a Stat: it must not block or call back into the
+  // client.
+  virtual void SetInvalidationHook(
+      std::function<void(const std::string& path)> hook) = 0;
 };
 
 }  // namespace larder
