@@ -6,14 +6,16 @@
 // in the page cache, in one run.
 //
 //   build/bench/small_files_bench [--files=5000] [--dirs=5] [--file_kib=100]
-//                                 [--readers=8] [--rounds=5]
+//                                 [--readers=8] [--rounds=5] [--python_readers]
 //                                 [--metadata_ttl=60s] [--fuse_flags=...]
 //
 // A real master, one worker and `larder fuse` on loopback over a `file://`
 // mount of a local directory. Before the rounds the data is loaded into the
 // worker's RAM (`larder load`) and read once through the mount. Each round
 // then reads every file once, in a shuffled order, with --readers threads
-// (open, read to the end, close), in this order:
+// (open, read to the end, close) or, with --python_readers, --readers Python
+// processes as a DataLoader's workers (bench/scripts/read_files.py), in this
+// order:
 //
 //   larder      after drop_caches: the kernel holds no page, dentry or inode
 //               of the mount, so every file costs a lookup, an open and its
@@ -24,8 +26,9 @@
 // The table shows the median files/s over the rounds, the median of the
 // per-round ratios to the page cache, and CPU per file of the master, the
 // FUSE daemon and the worker during the Larder passes (from /proc, summed
-// over every round), with the master's Stat and List RPCs per pass (from its
-// /metrics). Needs root (FUSE, drop_caches).
+// over every round) and of the readers themselves (this process), with the
+// master's Stat and List RPCs and the FUSE requests per pass (from /metrics).
+// Needs root (FUSE, drop_caches).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +52,10 @@ ABSL_FLAG(int, file_kib, 100, "Size of each file, KiB.");
 ABSL_FLAG(int, readers, 8, "Parallel readers.");
 ABSL_FLAG(int, rounds, 5, "Rounds; the table shows medians.");
 ABSL_FLAG(std::string, metadata_ttl, "60s", "The mount's metadata TTL.");
+ABSL_FLAG(bool, python_readers, false,
+          "Read with --readers Python processes (bench/scripts/read_files.py, "
+          "as a PyTorch DataLoader's workers read) instead of threads of "
+          "this process.");
 ABSL_FLAG(std::string, fuse_flags, "",
           "Extra flags for `larder fuse`, comma-separated.");
 
@@ -134,8 +141,27 @@ int Run() {
     std::shuffle(v.begin(), v.end(), rng);
     return v;
   };
+  // One pass over `paths`: threads of this process, or Python processes.
+  const bool python = absl::GetFlag(FLAGS_python_readers);
+  testing::TempDir list_dir;
+  auto read_pass = [&](const std::vector<std::string>& paths) -> double {
+    if (!python) return FilesPerSecond(paths, readers, size);
+    const std::string list = list_dir.path() + "/paths";
+    std::string text;
+    for (const std::string& p : paths) absl::StrAppend(&text, p, "\n");
+    if (!testing::WriteFile(list, text).ok()) return 0;
+    testing::Shell r = testing::Sh(absl::StrCat(
+        "/usr/bin/python3 ", testing::SourceDir(),
+        "/bench/scripts/read_files.py ", list, " ", readers, " ", size));
+    double fps = 0;
+    if (r.code != 0 || std::sscanf(r.out.c_str(), "files/s %lf", &fps) != 1) {
+      std::fprintf(stderr, "python readers: %s\n", r.out.c_str());
+      return 0;
+    }
+    return fps;
+  };
   // Warm-up: every file once through the mount (and the worker's RAM).
-  if (FilesPerSecond(via_larder, readers, size) == 0) return 1;
+  if (read_pass(via_larder) == 0) return 1;
 
   auto rpcs = [&](const char* method) {
     return (*master)
@@ -157,16 +183,18 @@ int Run() {
   };
   std::vector<double> op_counts(ops.size(), 0);
   std::vector<double> larder_fps, disk_fps, cache_fps, ratio, disk_ratio;
-  double master_cpu = 0, fuse_cpu = 0, worker_cpu = 0;
+  double master_cpu = 0, fuse_cpu = 0, worker_cpu = 0, reader_cpu = 0;
   double stats = 0, lists = 0;
   for (int round = 0; round < rounds; ++round) {
     DropCaches();
+    const double r0 = bench::UsageNow().cpu_s;
     const double m0 = ProcessCpuSeconds((*master)->pid()),
                  f0 = ProcessCpuSeconds((*fuse)->pid()),
                  w0 = ProcessCpuSeconds((*worker)->pid());
     const double s0 = rpcs("Stat"), l0 = rpcs("List");
     const std::vector<double> ops0 = fuse_ops();
-    larder_fps.push_back(FilesPerSecond(shuffled(via_larder), readers, size));
+    larder_fps.push_back(read_pass(shuffled(via_larder)));
+    reader_cpu += bench::UsageNow().cpu_s - r0;
     master_cpu += ProcessCpuSeconds((*master)->pid()) - m0;
     fuse_cpu += ProcessCpuSeconds((*fuse)->pid()) - f0;
     worker_cpu += ProcessCpuSeconds((*worker)->pid()) - w0;
@@ -175,8 +203,8 @@ int Run() {
     stats += rpcs("Stat") - s0;
     lists += rpcs("List") - l0;
     DropCaches();
-    disk_fps.push_back(FilesPerSecond(shuffled(via_disk), readers, size));
-    cache_fps.push_back(FilesPerSecond(shuffled(via_disk), readers, size));
+    disk_fps.push_back(read_pass(shuffled(via_disk)));
+    cache_fps.push_back(read_pass(shuffled(via_disk)));
     ratio.push_back(larder_fps.back() / cache_fps.back());
     disk_ratio.push_back(larder_fps.back() / disk_fps.back());
     std::fprintf(
@@ -186,10 +214,11 @@ int Run() {
 
   const double total = static_cast<double>(files) * rounds;
   std::printf(
-      "\nsmall files: %d x %d KiB in %d directories, %d readers, %d rounds "
+      "\nsmall files: %d x %d KiB in %d directories, %d %s, %d rounds "
       "(medians); Larder warm (worker RAM), page cache dropped before its "
       "pass\n\n",
-      files, absl::GetFlag(FLAGS_file_kib), dirs, readers, rounds);
+      files, absl::GetFlag(FLAGS_file_kib), dirs, readers,
+      python ? "Python reader processes" : "reader threads", rounds);
   std::printf("%-12s %10s %12s %12s\n", "source", "files/s", "vs page cache",
               "vs disk");
   std::printf("%-12s %10.0f %12.1f%% %11.2fx\n", "larder", Median(larder_fps),
@@ -204,6 +233,10 @@ int Run() {
       "List RPCs to the master\n",
       1e6 * master_cpu / total, 1e6 * fuse_cpu / total,
       1e6 * worker_cpu / total, stats / rounds, lists / rounds);
+  std::printf(
+      "readers (this process and its children: their system calls and the "
+      "kernel's FUSE side) %.1f us CPU per file\n",
+      1e6 * reader_cpu / total);
   std::printf("FUSE requests per file:");
   for (size_t i = 0; i < ops.size(); ++i) {
     if (op_counts[i] > 0)
