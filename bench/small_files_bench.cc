@@ -88,13 +88,14 @@ int Run() {
     }
   }
 
-  auto master = testing::MasterProcess::Start();
+  const std::string roots = absl::StrCat("--allowed_file_roots=", src.path());
+  auto master = testing::MasterProcess::Start({roots});
   if (!master.ok()) {
     std::fprintf(stderr, "master: %s\n", master.status().ToString().c_str());
     return 1;
   }
   auto worker = testing::WorkerProcess::Start(
-      {absl::StrCat("--master=", (*master)->address()),
+      {absl::StrCat("--master=", (*master)->address()), roots,
        absl::StrCat("--ram_capacity=",
                     std::max<uint64_t>(1, (files * size * 2) >> 30) + 1,
                     "GiB")});

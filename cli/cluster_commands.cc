@@ -33,6 +33,8 @@ ABSL_DECLARE_FLAG(int,
 ABSL_DECLARE_FLAG(bool,
                   recursive);  // store_command.cc: also used by `larder ls`.
 
+ABSL_DECLARE_FLAG(std::vector<std::string>, allowed_file_roots);
+
 ABSL_FLAG(
     std::string, master, "",
     "Master address host:port (default: $LARDER_MASTER, else 127.0.0.1:7060).");
@@ -120,6 +122,7 @@ absl::Status RunMaster(const std::vector<std::string>& args) {
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   o.store.http = HttpOptionsFromFlags();
+  o.store.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -523,7 +526,9 @@ const Command kMasterCommand = {
     "larder master [--master_listen=127.0.0.1:7060] "
     "[--state_dir=/var/lib/larder/master]\n"
     "              [--master_metrics_listen=127.0.0.1:7061] "
-    "[--heartbeat_timeout=10s]\n",
+    "[--heartbeat_timeout=10s]\n"
+    "              [--allowed_file_roots=DIR,...]   (file:// mounts: only "
+    "under these; none by default)\n",
     &RunMaster};
 const Command kMountCommand = {
     "mount", "add a mount (or list them without arguments)",

@@ -13,6 +13,11 @@
 #include "common/units.h"
 #include "worker/worker.h"
 
+ABSL_FLAG(std::vector<std::string>, allowed_file_roots, {},
+          "master, worker: directories that file:// mounts of the cluster's "
+          "mount table may serve (their roots must lie in one, symlinks "
+          "resolved); empty: none. The daemons run as root and serve a mount "
+          "to every reader: allow only data meant to be shared.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "worker: gRPC data service address (host:port).");
 ABSL_FLAG(
@@ -77,7 +82,7 @@ constexpr absl::string_view kUsage = R"(larder worker: run a cache worker.
                 [--object_file_max_size=auto]
                 [--nvme=DIR:SIZE[,DIR:SIZE...]] [--nvme_reserve=1GiB] [--nvme_eviction=lru|none]
                 [--pin=PREFIX,...] [--ttl=PREFIX=DURATION,...] [--block_size=4MiB]
-                [--fetch_subrange=4MiB] [--fetch_threads=16]
+                [--fetch_subrange=4MiB] [--fetch_threads=16] [--allowed_file_roots=DIR,...]
 
 Serves cached blocks over gRPC (WorkerData) and, with --short_circuit_socket, to local
 clients by file descriptor. With --master (or LARDER_MASTER), it joins the cluster: registers,
@@ -114,6 +119,7 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   o.node = absl::GetFlag(FLAGS_node);
   o.advertise = absl::GetFlag(FLAGS_advertise);
   o.store_options.http = HttpOptionsFromFlags();
+  o.store_options.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
   const std::vector<std::string> nvme = absl::GetFlag(FLAGS_nvme);
   if (!nvme.empty()) {
     NvmeOptions n;
@@ -147,6 +153,7 @@ absl::Status RunWorker(const std::vector<std::string>& args) {
                           ParseBytes(absl::GetFlag(FLAGS_block_size)));
   UnderStoreOptions store_options;
   store_options.http = HttpOptionsFromFlags();
+  store_options.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
   LARDER_RETURN_IF_ERROR(mounts->AddFromFlags(absl::GetFlag(FLAGS_mount),
                                               block_size, store_options));
 

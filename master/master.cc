@@ -127,7 +127,8 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<std::unique_ptr<UnderStore>> probe =
         OpenMountStore(req->mount(), options_->store);
     if (!probe.ok() &&
-        probe.status().code() == absl::StatusCode::kInvalidArgument) {
+        (probe.status().code() == absl::StatusCode::kInvalidArgument ||
+         probe.status().code() == absl::StatusCode::kPermissionDenied)) {
       return ToGrpcStatus(probe.status());
     }
     absl::StatusOr<v1::MountTable> t = mounts_->Add(req->mount());

@@ -59,13 +59,14 @@ export LARDER_MASTER="127.0.0.1:$master_port"
 echo
 echo "== starting a master and two workers (logs in $work/*.log)"
 "$larder" master --master_listen="$LARDER_MASTER" --master_metrics_listen="127.0.0.1:$(free_port)" \
-  --state_dir="$work/master" >"$work/master.log" 2>&1 &
+  --state_dir="$work/master" --allowed_file_roots="$dataset" >"$work/master.log" 2>&1 &
 pids+=($!)
 for w in 1 2; do
   "$larder" worker --master="$LARDER_MASTER" --worker_id="worker-$w" \
     --listen="127.0.0.1:$(free_port)" --metrics_listen="127.0.0.1:$(free_port)" \
     --short_circuit_socket="$work/worker-$w.sock" --ram_capacity=512MiB \
-    --nvme="$work/nvme-$w:1GiB" --nvme_reserve=256MiB >"$work/worker-$w.log" 2>&1 &
+    --nvme="$work/nvme-$w:1GiB" --nvme_reserve=256MiB --allowed_file_roots="$dataset" \
+    >"$work/worker-$w.log" 2>&1 &
   pids+=($!)
 done
 for i in $(seq 1 100); do

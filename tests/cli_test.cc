@@ -2,7 +2,9 @@
 //
 // The `larder` binary as a user runs it: exit codes, clear messages, and a
 // copy of a dataset out of a real s3rver.
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -128,11 +130,12 @@ TEST(CliTest, ClusterCommandsNameTheirErrors) {
     EXPECT_EQ(r.exit_code, 5) << cmd << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr("cannot reach the Larder master")) << cmd;
   }
-  auto master = testing::MasterProcess::Start();
-  ASSERT_TRUE(master.ok()) << master.status();
-  const std::string at = absl::StrCat("--master=", (*master)->address());
   testing::TempDir data;
   ASSERT_TRUE(testing::WriteFile(data.path() + "/d/a.txt", "hello").ok());
+  auto master = testing::MasterProcess::Start(
+      {absl::StrCat("--allowed_file_roots=", data.path(), ",/tmp")});
+  ASSERT_TRUE(master.ok()) << master.status();
+  const std::string at = absl::StrCat("--master=", (*master)->address());
   CliResult r = RunLarder(absl::StrCat("mount /data not-a-uri ", at));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("bad under-store URI"));
@@ -154,6 +157,60 @@ TEST(CliTest, ClusterCommandsNameTheirErrors) {
   r = RunLarder(absl::StrCat("ls /data ", at));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("/data/a.txt"));
+}
+
+// file:// mounts only under the roots the operator allows: the master runs
+// as root, so a mount of a root-only directory would serve its files to
+// anyone who can reach the cluster.
+TEST(CliTest, FileMountsOnlyUnderAllowedRoots) {
+  testing::TempDir allowed, outside;
+  ASSERT_TRUE(testing::WriteFile(allowed.path() + "/ds/a.txt", "ok").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(outside.path() + "/secret.txt", "TOPSECRET-42").ok());
+  ASSERT_EQ(::chmod(outside.path().c_str(), 0700), 0);
+  // A symlink inside the allowed root that leads out of it.
+  ASSERT_EQ(
+      ::symlink(outside.path().c_str(), (allowed.path() + "/escape").c_str()),
+      0);
+  auto master = testing::MasterProcess::Start(
+      {absl::StrCat("--allowed_file_roots=", allowed.path())});
+  ASSERT_TRUE(master.ok()) << master.status();
+  const std::string at = absl::StrCat("--master=", (*master)->address());
+
+  for (const std::string& root :
+       {outside.path(), allowed.path() + "/escape", std::string("/etc")}) {
+    CliResult r =
+        RunLarder(absl::StrCat("mount /pwn 'file://", root, "' ", at));
+    EXPECT_EQ(r.exit_code, 4) << root << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("outside the directories this cluster "
+                                    "may serve"))
+        << root;
+    EXPECT_THAT(r.output, HasSubstr("--allowed_file_roots")) << root;
+  }
+  CliResult r = RunLarder(absl::StrCat("mount", " ", at));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("/pwn")));
+  r = RunLarder(absl::StrCat("cat /pwn/secret.txt ", at));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("TOPSECRET")));
+
+  // Inside the allowed root: served; a symlink out of the mount is refused
+  // by the store (RESOLVE_BENEATH).
+  r = RunLarder(absl::StrCat("mount /ds file://", allowed.path(), " ", at));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunLarder(absl::StrCat("cat /ds/ds/a.txt ", at));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "ok");
+  r = RunLarder(absl::StrCat("cat /ds/escape/secret.txt ", at));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("TOPSECRET")));
+
+  // No roots allowed (the default): no file:// mount at all.
+  auto strict = testing::MasterProcess::Start();
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  r = RunLarder(absl::StrCat("mount /ds file://", allowed.path(),
+                             " --master=", (*strict)->address()));
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("none are allowed"));
 }
 
 }  // namespace

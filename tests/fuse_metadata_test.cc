@@ -31,13 +31,15 @@ using testing::Shell;
 class FuseMetadataTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    const std::string roots =
+        absl::StrCat("--allowed_file_roots=", src_.path());
     auto master = testing::MasterProcess::Start(
-        {"--heartbeat_timeout=2s", "--heartbeat_interval=200ms"});
+        {"--heartbeat_timeout=2s", "--heartbeat_interval=200ms", roots});
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
     auto worker = testing::WorkerProcess::Start(
         {absl::StrCat("--master=", master_->address()), "--worker_id=w0",
-         "--ram_capacity=256MiB"});
+         "--ram_capacity=256MiB", roots});
     ASSERT_TRUE(worker.ok()) << worker.status();
     worker_ = std::move(*worker);
     ASSERT_TRUE(testing::WaitFor(

@@ -1,16 +1,61 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/mount_store.h"
 
+#include <climits>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "understore/aws_credentials.h"
 #include "understore/factory.h"
+#include "understore/uri.h"
 
 namespace larder {
 
+namespace {
+
+// The real path of `path`, with symlinks resolved.
+absl::StatusOr<std::string> RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr)
+    return absl::ErrnoToStatus(errno, absl::StrCat("file:// root ", path));
+  return std::string(buf);
+}
+
+absl::Status CheckFileRoot(const std::string& uri,
+                           const std::vector<std::string>& allowed) {
+  LARDER_ASSIGN_OR_RETURN(StoreUri u, ParseStoreUri(uri));
+  if (u.scheme != "file") return absl::OkStatus();
+  LARDER_ASSIGN_OR_RETURN(std::string root, RealPath(u.path));
+  for (const std::string& a : allowed) {
+    absl::StatusOr<std::string> allowed_root = RealPath(a);
+    if (!allowed_root.ok()) continue;
+    if (*allowed_root == "/" || root == *allowed_root ||
+        absl::StartsWith(root, *allowed_root + "/"))
+      return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "file:// root ", u.path,
+      root == u.path ? "" : absl::StrCat(" (", root, ")"),
+      " is outside the directories this cluster may serve (",
+      allowed.empty() ? "none are allowed"
+                      : absl::StrCat("allowed: ", absl::StrJoin(allowed, ",")),
+      "); the operator allows roots with --allowed_file_roots on the master "
+      "and the workers"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
     const v1::MountEntry& mount, const UnderStoreOptions& base) {
+  if (base.allowed_file_roots) {
+    LARDER_RETURN_IF_ERROR(
+        CheckFileRoot(mount.uri(), *base.allowed_file_roots));
+  }
   UnderStoreOptions o = base;
   absl::string_view ref = mount.credentials();
   if (!ref.empty()) {

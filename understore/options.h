@@ -11,6 +11,8 @@
 #define LARDER_UNDERSTORE_OPTIONS_H_
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "understore/aws_credentials.h"
@@ -31,6 +33,11 @@ struct UnderStoreOptions {
   std::optional<AzureCredentials> azure_credentials;
   // S3: environment lookup for credentials and region (tests inject one).
   EnvLookup env = ProcessEnv();
+  // file:// mounts (OpenMountStore): the directories a mount's root must be
+  // in (after symlinks are resolved). Unset: any directory, for tools that
+  // run as the invoking user (`larder store`); the master and workers always
+  // set it, from --allowed_file_roots (empty: no file:// mount at all).
+  std::optional<std::vector<std::string>> allowed_file_roots;
 };
 
 }  // namespace larder

@@ -1,0 +1,60 @@
+// Copyright 2026 The Larder Authors.
+#include "understore/mount_store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+
+namespace larder {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::MountEntry FileMount(const std::string& root) {
+  v1::MountEntry m;
+  m.set_path("/m");
+  m.set_uri("file://" + root);
+  return m;
+}
+
+TEST(MountStoreTest, FileRootsMustLieInTheAllowedOnes) {
+  testing::TempDir allowed, outside;
+  ASSERT_EQ(::mkdir((allowed.path() + "/ds").c_str(), 0755), 0);
+  ASSERT_EQ(
+      ::symlink(outside.path().c_str(), (allowed.path() + "/out").c_str()), 0);
+  UnderStoreOptions o;
+  // Unset: any directory (tools run as the invoking user).
+  EXPECT_TRUE(OpenMountStore(FileMount(outside.path()), o).ok());
+  o.allowed_file_roots = std::vector<std::string>{};
+  absl::StatusOr<std::unique_ptr<UnderStore>> s =
+      OpenMountStore(FileMount(allowed.path()), o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.status().message(), HasSubstr("none are allowed"));
+
+  o.allowed_file_roots = std::vector<std::string>{allowed.path()};
+  EXPECT_TRUE(OpenMountStore(FileMount(allowed.path()), o).ok());
+  EXPECT_TRUE(OpenMountStore(FileMount(allowed.path() + "/ds"), o).ok());
+  // A sibling whose name starts with the allowed root's is not inside it.
+  const std::string sibling = allowed.path() + "-x";
+  ASSERT_EQ(::mkdir(sibling.c_str(), 0755), 0);
+  for (const std::string& root :
+       {outside.path(), allowed.path() + "/out", sibling}) {
+    s = OpenMountStore(FileMount(root), o);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kPermissionDenied) << root;
+    EXPECT_THAT(s.status().message(), HasSubstr("--allowed_file_roots"));
+  }
+  ::rmdir(sibling.c_str());
+  s = OpenMountStore(FileMount(allowed.path() + "/missing"), o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  // Other schemes are not file roots.
+  v1::MountEntry s3;
+  s3.set_path("/s3");
+  s3.set_uri("s3://bucket/p?endpoint=http://127.0.0.1:1&anonymous=true");
+  EXPECT_TRUE(OpenMountStore(s3, o).ok());
+}
+
+}  // namespace
+}  // namespace larder
