@@ -83,8 +83,7 @@ inline Usage UsageNow(pid_t other = 0) {
 
 // Empties the kernel's page, dentry and inode caches (root only).
 inline void DropCaches() {
-  ::sync();
-  if (!testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok())
+  if (!testing::DropKernelCaches().ok())
     std::fprintf(stderr, "cannot drop caches (not root?)\n");
 }
 

@@ -21,7 +21,6 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -37,6 +36,7 @@
 #include "common/thread_pool.h"
 #include "proto/master.grpc.pb.h"
 #include "understore/mount_store.h"
+#include "understore/uri.h"
 
 namespace larder {
 namespace {
@@ -68,24 +68,6 @@ void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
   o->set_size(f.size);
   o->set_version(f.version);
   o->set_mtime_ns(absl::ToUnixNanos(f.mtime));
-}
-
-// The metadata cache's key for a cluster path ("/a//b/" -> "/a/b"); none
-// for paths only the master judges (relative, "." or "..").
-std::optional<std::string> CacheKey(absl::string_view path) {
-  if (path.empty() || path[0] != '/') return std::nullopt;
-  std::string out;
-  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
-    if (part == "." || part == "..") return std::nullopt;
-    absl::StrAppend(&out, "/", part);
-  }
-  return out.empty() ? "/" : out;
-}
-
-// "/a/b" -> "/a"; "/a" -> "/".
-std::string Parent(const std::string& key) {
-  const size_t slash = key.rfind('/');
-  return slash == 0 || slash == std::string::npos ? "/" : key.substr(0, slash);
 }
 
 // The master or its under-store could not be reached: an expired entry may
@@ -128,6 +110,24 @@ class FileImpl final : public File {
       absl::FunctionRef<absl::Status(
           size_t i, uint64_t block, uint64_t in_block, uint64_t at, uint64_t n)>
           read);
+  // One result per block piece of [offset, end), in order, each from
+  // `read(block, offset in the block, length)`; read as ForEachPiece does.
+  template <typename T>
+  absl::StatusOr<std::vector<T>> EachBlock(
+      uint64_t offset, uint64_t end,
+      absl::FunctionRef<absl::StatusOr<T>(const BlockId&, uint64_t, uint64_t)>
+          read) {
+    const uint64_t bs = stat_.block_size();
+    std::vector<T> out((end - 1) / bs - offset / bs + 1);
+    LARDER_RETURN_IF_ERROR(ForEachPiece(
+        offset, end,
+        [&](size_t i, uint64_t block, uint64_t in_block, uint64_t,
+            uint64_t n) -> absl::Status {
+          LARDER_ASSIGN_OR_RETURN(out[i], read(Block(block), in_block, n));
+          return absl::OkStatus();
+        }));
+    return out;
+  }
   // Starts readahead for a sequential reader of [offset, end).
   void NoteRead(uint64_t offset, uint64_t end);
   BlockId Block(uint64_t index) const {
@@ -197,61 +197,45 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> ListDir(
       absl::string_view path) override {
-    std::optional<std::string> key = CacheKey(path);
-    if (!key) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", path, "' is not an absolute cluster path"));
-    }
-    MaybeRefresh();
+    LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
     const absl::Time now = absl::Now();
     std::optional<NodeMetadataCache::Found<NodeMetadataCache::Listing>> cached =
-        meta_.GetListing(*key);
+        meta_.GetListing(key);
     if (cached && cached->expires > now) {
       ++meta_hits_;
       return cached->value;
     }
     ++meta_misses_;
-    const bool can_stale = cached && CanServeStale(cached->expires, now);
-    absl::Status status;
-    auto listing = std::make_shared<NodeMetadataCache::Listing>();
-    if (can_stale && MasterDown(now)) {
-      status = MasterDownError();
-    } else {
-      size_t bytes = 0;
-      std::string token;
-      do {
-        absl::StatusOr<ListResult> page = List(*key, token, 1000, false);
-        if (!page.ok()) {
-          status = page.status();
-          break;
-        }
-        for (FileInfo& e : page->entries) {
-          bytes += NodeMetadataCache::EntryBytes(e);
-          listing->push_back(std::move(e));
-        }
-        if (bytes > meta_.ListingLimitBytes()) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "directory ", *key, " is larger than the metadata cache takes (",
-              meta_.ListingLimitBytes(), " bytes); page it with List"));
-        }
-        token = std::move(page->next_page_token);
-      } while (!token.empty());
-    }
-    if (status.ok()) {
-      std::sort(
-          listing->begin(), listing->end(),
-          [](const FileInfo& a, const FileInfo& b) { return a.path < b.path; });
-      meta_.PutListing(*key, listing, now + TtlOf(*key));
-      return listing;
-    }
-    if (Unreachable(status)) {
-      NoteMasterDown(now);
-      if (can_stale) {
-        NoteStale(*key, status);
-        return cached->value;
-      }
-    }
-    return status;
+    using Listing = std::shared_ptr<const NodeMetadataCache::Listing>;
+    return FetchOrStale<Listing>(
+        key, cached ? std::optional<Listing>(cached->value) : std::nullopt,
+        cached ? cached->expires : absl::InfinitePast(), now,
+        [&]() -> absl::StatusOr<Listing> {
+          auto listing = std::make_shared<NodeMetadataCache::Listing>();
+          size_t bytes = 0;
+          std::string token;
+          do {
+            LARDER_ASSIGN_OR_RETURN(ListResult page,
+                                    List(key, token, 1000, false));
+            for (FileInfo& e : page.entries) {
+              bytes += NodeMetadataCache::EntryBytes(e);
+              listing->push_back(std::move(e));
+            }
+            if (bytes > meta_.ListingLimitBytes()) {
+              return absl::ResourceExhaustedError(absl::StrCat(
+                  "directory ", key, " is larger than the metadata cache ",
+                  "takes (", meta_.ListingLimitBytes(),
+                  " bytes); page it with List"));
+            }
+            token = std::move(page.next_page_token);
+          } while (!token.empty());
+          std::sort(listing->begin(), listing->end(),
+                    [](const FileInfo& a, const FileInfo& b) {
+                      return a.path < b.path;
+                    });
+          meta_.PutListing(key, listing, now + TtlOf(key));
+          return listing;
+        });
   }
 
   absl::StatusOr<ListResult> List(absl::string_view path,
@@ -593,13 +577,12 @@ class ClientImpl final : public Client {
   // master cannot be reached, an expired answer is served within the stale
   // window.
   absl::StatusOr<v1::StatResponse> MetaStat(absl::string_view path) {
-    std::optional<std::string> key = CacheKey(path);
-    if (!key) return StatRpc(path);  // The master names the error.
-    MaybeRefresh();
+    LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
     const absl::Time now = absl::Now();
-    std::shared_ptr<const NodeMetadataCache::Stat> stale;
+    using Stat = std::shared_ptr<const NodeMetadataCache::Stat>;
+    std::optional<Stat> stale;
     absl::Time stale_expires = absl::InfinitePast();
-    if (auto f = meta_.GetStat(*key)) {
+    if (auto f = meta_.GetStat(key)) {
       if (f->expires > now) {
         ++meta_hits_;
         return Answer(*f->value);
@@ -607,9 +590,9 @@ class ClientImpl final : public Client {
       stale = f->value;
       stale_expires = f->expires;
     }
-    if (*key != "/") {
-      if (auto l = meta_.GetListing(Parent(*key))) {
-        std::optional<NodeMetadataCache::Stat> s = FromListing(*key, *l->value);
+    if (key != "/") {
+      if (auto l = meta_.GetListing(ParentClusterPath(key))) {
+        std::optional<NodeMetadataCache::Stat> s = FromListing(key, *l->value);
         if (s && l->expires > now) {
           ++meta_hits_;
           return Answer(*s);
@@ -621,22 +604,41 @@ class ClientImpl final : public Client {
       }
     }
     ++meta_misses_;
-    const bool can_stale = stale && CanServeStale(stale_expires, now);
-    absl::StatusOr<v1::StatResponse> r =
-        can_stale && MasterDown(now) ? MasterDownError() : StatRpc(*key);
-    if (r.ok() || r.status().code() == absl::StatusCode::kNotFound) {
-      meta_.PutStat(*key, {r.status(), r.ok() ? *r : v1::StatResponse()},
-                    now + TtlOf(*key));
-      return r;
-    }
-    if (Unreachable(r.status())) {
-      NoteMasterDown(now);
-      if (can_stale) {
-        NoteStale(*key, r.status());
-        return Answer(*stale);
-      }
-    }
-    return r;
+    LARDER_ASSIGN_OR_RETURN(
+        Stat answer,
+        FetchOrStale<Stat>(
+            key, std::move(stale), stale_expires, now,
+            [&]() -> absl::StatusOr<Stat> {
+              absl::StatusOr<v1::StatResponse> r = StatRpc(key);
+              if (!r.ok() && r.status().code() != absl::StatusCode::kNotFound)
+                return r.status();
+              // NotFound is an answer too: kept, negative.
+              NodeMetadataCache::Stat s{
+                  r.status(), r.ok() ? *std::move(r) : v1::StatResponse()};
+              meta_.PutStat(key, s, now + TtlOf(key));
+              return std::make_shared<const NodeMetadataCache::Stat>(
+                  std::move(s));
+            }));
+    return Answer(*answer);
+  }
+
+  // Stale-if-error, for a cache miss of `key`: `fetch` asks the master;
+  // when it (or its under-store) cannot be reached, `stale` (expired at
+  // `expired`) is served within the stale window, counted and logged. While
+  // the master is known to be down, `fetch` is not even tried.
+  template <typename T>
+  absl::StatusOr<T> FetchOrStale(const std::string& key, std::optional<T> stale,
+                                 absl::Time expired, absl::Time now,
+                                 absl::FunctionRef<absl::StatusOr<T>()> fetch) {
+    const bool can_stale =
+        stale.has_value() && now - expired < options_.metadata_stale_window;
+    absl::StatusOr<T> r =
+        can_stale && MasterDown(now) ? MasterDownError() : fetch();
+    if (r.ok() || !Unreachable(r.status())) return r;
+    NoteMasterDown(now);
+    if (!can_stale) return r;
+    NoteStale(key, r.status());
+    return *std::move(stale);
   }
 
   // `key`'s Stat from the listing of its directory: found, or NotFound;
@@ -682,10 +684,6 @@ class ClientImpl final : public Client {
     return m ? absl::Milliseconds(m->metadata_ttl_ms()) : absl::Seconds(5);
   }
 
-  bool CanServeStale(absl::Time expired, absl::Time now) const {
-    return now - expired < options_.metadata_stale_window;
-  }
-
   // After the master failed to answer, expired entries are served without
   // asking it again for a second (each try would fail the same way).
   static constexpr absl::Duration kMasterDownPause = absl::Seconds(1);
@@ -717,10 +715,6 @@ class ClientImpl final : public Client {
         .Field("stale_window", options_.metadata_stale_window);
   }
 
-  // The ring (and with it the mount table and metadata invalidations) is
-  // refreshed every ring_refresh by whichever call comes first.
-  void MaybeRefresh() { RefreshRing(/*force=*/false).IgnoreError(); }
-
   // Applies the master's invalidations since the last ones seen.
   void SyncInvalidations(uint64_t epoch, uint64_t seq) {
     v1::GetInvalidationsRequest req;
@@ -745,7 +739,8 @@ class ClientImpl final : public Client {
       dropped.push_back("/");
     } else {
       for (const std::string& p : resp.paths()) {
-        if (std::optional<std::string> key = CacheKey(p)) {
+        if (absl::StatusOr<std::string> key = NormalizeClusterPath(p);
+            key.ok()) {
           meta_.Invalidate(*key);
           dropped.push_back(*std::move(key));
         }
@@ -1184,17 +1179,10 @@ absl::StatusOr<std::vector<ReadPiece>> FileImpl::ReadPieces(uint64_t offset,
   LARDER_ASSIGN_OR_RETURN(const uint64_t end, End(offset, length));
   if (end == offset) return std::vector<ReadPiece>{};
   NoteRead(offset, end);
-  const uint64_t bs = stat_.block_size();
-  std::vector<ReadPiece> pieces((end - 1) / bs - offset / bs + 1);
-  LARDER_RETURN_IF_ERROR(ForEachPiece(
-      offset, end,
-      [&](size_t i, uint64_t block, uint64_t in_block, uint64_t,
-          uint64_t n) -> absl::Status {
-        LARDER_ASSIGN_OR_RETURN(
-            pieces[i], client_->ReadBlockPiece(Block(block), in_block, n));
-        return absl::OkStatus();
-      }));
-  return pieces;
+  return EachBlock<ReadPiece>(
+      offset, end, [&](const BlockId& id, uint64_t in_block, uint64_t n) {
+        return client_->ReadBlockPiece(id, in_block, n);
+      });
 }
 
 absl::StatusOr<LocalSlice> FileImpl::OpenLocalObject() {
@@ -1251,16 +1239,12 @@ absl::StatusOr<ByteView> FileImpl::ReadView(uint64_t offset, uint64_t length) {
   LARDER_ASSIGN_OR_RETURN(const uint64_t end, End(offset, length));
   if (end == offset) return ByteView{};
   NoteRead(offset, end);
-  const uint64_t bs = stat_.block_size();
-  std::vector<ByteView> views((end - 1) / bs - offset / bs + 1);
-  LARDER_RETURN_IF_ERROR(ForEachPiece(
-      offset, end,
-      [&](size_t i, uint64_t block, uint64_t in_block, uint64_t,
-          uint64_t n) -> absl::Status {
-        LARDER_ASSIGN_OR_RETURN(
-            views[i], client_->ReadBlockView(Block(block), in_block, n));
-        return absl::OkStatus();
-      }));
+  LARDER_ASSIGN_OR_RETURN(
+      std::vector<ByteView> views,
+      EachBlock<ByteView>(
+          offset, end, [&](const BlockId& id, uint64_t in_block, uint64_t n) {
+            return client_->ReadBlockView(id, in_block, n);
+          }));
   ByteView out = std::move(views[0]);
   for (size_t i = 1; i < views.size(); ++i) out.Append(std::move(views[i]));
   return out;

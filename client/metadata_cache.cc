@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include "understore/uri.h"
+
 namespace larder {
 namespace {
 
@@ -115,9 +117,8 @@ uint64_t NodeMetadataCache::Invalidate(const std::string& path) {
     }
   }
   if (path != "/") {
-    const size_t slash = path.rfind('/');
-    const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
-    if (auto it = listings_.find(parent); it != listings_.end()) {
+    if (auto it = listings_.find(ParentClusterPath(path));
+        it != listings_.end()) {
       Erase(true, it);
       ++n;
     }

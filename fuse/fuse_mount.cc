@@ -43,6 +43,7 @@
 #include "common/ops_server.h"
 #include "common/status_macros.h"
 #include "fuse/inode_table.h"
+#include "understore/uri.h"
 
 namespace larder {
 namespace {
@@ -185,7 +186,7 @@ struct FuseMetrics {
 // An open file: the client's File, pinned to the version seen at open, and
 // its inode (whose open state it shares with other opens of the file).
 struct OpenFile {
-  std::shared_ptr<File> file;
+  std::unique_ptr<File> file;
   fuse_ino_t ino = 0;
   std::shared_ptr<Inode> inode;
   bool passthrough = false;  // Read by the kernel from a backing memfd.
@@ -496,8 +497,7 @@ class FuseMount::Fs {
       return;
     }
     fuse_entry_param e{};
-    e.ino = fs->inodes_.Ref(path);
-    fs->inodes_.RepliedVersion(e.ino, info->version);
+    e.ino = fs->inodes_.Ref(path, info->version);
     e.attr = fs->Attr(path, *info);
     e.attr_timeout = absl::ToDoubleSeconds(fs->options_.attr_timeout);
     e.entry_timeout = absl::ToDoubleSeconds(fs->options_.entry_timeout);
@@ -634,10 +634,7 @@ class FuseMount::Fs {
     dir_st.st_ino = InodeTable::StableIno(d.path);
     dir_st.st_mode = S_IFDIR;
     if (off < 1 && !add(".", dir_st, 1, false, "", "")) return used;
-    const size_t slash = d.path.rfind('/');
-    dir_st.st_ino = InodeTable::StableIno(
-        slash == 0 || slash == std::string::npos ? "/"
-                                                 : d.path.substr(0, slash));
+    dir_st.st_ino = InodeTable::StableIno(ParentClusterPath(d.path));
     if (off < 2 && !add("..", dir_st, 2, false, "", "")) return used;
     for (uint64_t index = off < 2 ? 0 : static_cast<uint64_t>(off) - 2;;
          ++index) {
@@ -709,10 +706,9 @@ class FuseMount::Fs {
       fuse_reply_err(req, ESTALE);
       return;
     }
-    const std::string* path = &inode->path;
-    absl::StatusOr<std::unique_ptr<File>> file = fs->client_->Open(*path);
+    absl::StatusOr<std::unique_ptr<File>> file = fs->client_->Open(inode->path);
     if (!file.ok()) {
-      fs->ReplyError(req, scope, "open", *path, file.status());
+      fs->ReplyError(req, scope, "open", inode->path, file.status());
       return;
     }
     const InodeTable::OpenCheck check =
@@ -733,8 +729,8 @@ class FuseMount::Fs {
     {
       absl::StatusOr<int> b = fs->AttachFile(*f, fi->flags, fi->direct_io);
       if (!b.ok()) {
+        fs->ReplyError(req, scope, "open", f->file->info().path, b.status());
         delete f;
-        fs->ReplyError(req, scope, "open", *path, b.status());
         return;
       }
       backing = *b;
@@ -760,9 +756,8 @@ class FuseMount::Fs {
                    fuse_file_info* fi) {
     Fs* fs = Self(req);
     Scope scope(fs, kRead);
-    const std::shared_ptr<File>& file =
-        reinterpret_cast<OpenFile*>(fi->fh)->file;
-    const uint64_t file_size = file->info().size;
+    File& file = *reinterpret_cast<OpenFile*>(fi->fh)->file;
+    const uint64_t file_size = file.info().size;
     if (static_cast<uint64_t>(off) >= file_size) {
       fuse_reply_buf(req, nullptr, 0);
       return;
@@ -770,9 +765,9 @@ class FuseMount::Fs {
     // Where each block comes from is decided once, by the client; one reply
     // is built from the pieces.
     absl::StatusOr<std::vector<ReadPiece>> pieces =
-        file->ReadPieces(static_cast<uint64_t>(off), size);
+        file.ReadPieces(static_cast<uint64_t>(off), size);
     if (!pieces.ok()) {
-      fs->ReplyError(req, scope, "read", file->info().path, pieces.status());
+      fs->ReplyError(req, scope, "read", file.info().path, pieces.status());
       return;
     }
     size_t total = 0, local = 0, buffers = 0;
@@ -1263,11 +1258,10 @@ void FuseMount::Fs::KernelInvalidations() {
 
 void FuseMount::Fs::InvalidateInKernel(const std::string& path) {
   auto drop_name = [&](const std::string& p) {
-    const size_t slash = p.rfind('/');
-    if (slash == std::string::npos || p == "/") return;
-    const uint64_t parent = inodes_.Find(slash == 0 ? "/" : p.substr(0, slash));
+    if (p == "/") return;
+    const uint64_t parent = inodes_.Find(ParentClusterPath(p));
     if (parent == 0) return;
-    const std::string name = p.substr(slash + 1);
+    const std::string name = p.substr(p.rfind('/') + 1);
     // -ENOENT when the kernel holds no such name: nothing to drop.
     fuse_lowlevel_notify_inval_entry(session_, parent, name.c_str(),
                                      name.size());

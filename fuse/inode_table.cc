@@ -69,17 +69,13 @@ std::optional<std::string> InodeTable::Path(uint64_t ino) const {
   return inode->path;
 }
 
-bool InodeTable::Replied(Inode& inode, const std::string& version) {
+void InodeTable::Replied(Inode& inode, const std::string& version) {
   absl::MutexLock lock(&inode.mu);
-  if (inode.replied_version == version) return false;
-  const bool changed = !inode.replied_version.empty();
   inode.replied_version = version;
-  return changed;
 }
 
-bool InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
-  std::shared_ptr<Inode> inode = Get(ino);
-  return inode && Replied(*inode, version);
+void InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
+  if (std::shared_ptr<Inode> inode = Get(ino)) Replied(*inode, version);
 }
 
 InodeTable::OpenCheck InodeTable::OpenedVersion(uint64_t ino,

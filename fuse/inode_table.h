@@ -84,9 +84,8 @@ class InodeTable {
   // The path of a live inode.
   std::optional<std::string> Path(uint64_t ino) const;
 
-  // Records that the kernel was given the attributes of `version`; true if
-  // it held another version's before.
-  bool RepliedVersion(uint64_t ino, const std::string& version);
+  // Records that the kernel was given the attributes of `version`.
+  void RepliedVersion(uint64_t ino, const std::string& version);
 
   // What an open of `version` means for the kernel's caches of the inode.
   struct OpenCheck {
@@ -111,7 +110,7 @@ class InodeTable {
     std::shared_ptr<Inode> inode;
     uint64_t lookups = 0;
   };
-  static bool Replied(Inode& inode, const std::string& version);
+  static void Replied(Inode& inode, const std::string& version);
 
   mutable absl::Mutex mu_;
   uint64_t next_ ABSL_GUARDED_BY(mu_) = kRoot + 1;

@@ -102,13 +102,15 @@ TEST(InodeTableTest, AnInodeOutlivesItsForgetWhileAnOpenHoldsIt) {
   EXPECT_EQ(held->daemon_opens, 1);  // The release still finds its state.
 }
 
-TEST(InodeTableTest, RepliedVersionSaysWhenTheKernelHeldAnother) {
+TEST(InodeTableTest, RepliedVersionIsWhatAnOpenComparesWith) {
   InodeTable t;
   const uint64_t a = t.Ref("/d/a");
-  EXPECT_FALSE(t.RepliedVersion(a, "v1"));  // The first attributes.
-  EXPECT_FALSE(t.RepliedVersion(a, "v1"));
-  EXPECT_TRUE(t.RepliedVersion(a, "v2"));
-  EXPECT_FALSE(t.RepliedVersion(999, "v1"));  // Not a live inode.
+  t.RepliedVersion(a, "v1");  // A getattr of v1.
+  EXPECT_FALSE(t.OpenedVersion(a, "v1").attrs_stale);
+  t.RepliedVersion(a, "v2");
+  EXPECT_TRUE(t.OpenedVersion(a, "v1").attrs_stale);
+  t.RepliedVersion(999, "v1");  // Not a live inode: nothing happens.
+  EXPECT_EQ(t.Get(999), nullptr);
 }
 
 }  // namespace

@@ -202,8 +202,7 @@ uint64_t MetadataCache::Invalidate(absl::string_view raw) {
   drop(lists_);
   // The listing of the parent directory holds the path's entry too.
   if (*path != "/") {
-    const size_t slash = path->rfind('/');
-    const std::string parent = slash == 0 ? "/" : path->substr(0, slash);
+    const std::string parent = ParentClusterPath(*path);
     for (auto it = lists_.lower_bound(parent + "\x01");
          it != lists_.end() && it->first < parent + "\x02";) {
       it = lists_.erase(it);

@@ -18,15 +18,6 @@
 
 namespace larder {
 
-absl::StatusOr<std::string> NormalizeClusterPath(absl::string_view path) {
-  if (path.empty() || path[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cluster path '", path, "' must start with '/'"));
-  }
-  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
-  return absl::StrCat("/", rel);
-}
-
 absl::StatusOr<std::unique_ptr<MountRegistry>> MountRegistry::Open(
     const std::string& state_dir) {
   std::error_code ec;

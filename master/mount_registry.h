@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/master.pb.h"
+#include "understore/uri.h"
 
 namespace larder {
 
@@ -58,9 +59,6 @@ class MountRegistry {
   mutable absl::Mutex mu_;
   v1::MountTable table_ ABSL_GUARDED_BY(mu_);
 };
-
-// "/a//b/" -> "/a/b". Errors: InvalidArgument (relative, "." or "..").
-absl::StatusOr<std::string> NormalizeClusterPath(absl::string_view path);
 
 }  // namespace larder
 

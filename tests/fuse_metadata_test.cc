@@ -145,11 +145,6 @@ int ReadAndCompare(const std::vector<std::string>& paths,
   return bad;
 }
 
-void DropKernelCaches() {
-  ::sync();
-  ASSERT_TRUE(testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok());
-}
-
 // Once a directory is listed and its files read, a second pass (with the
 // kernel's dentries, inodes and pages dropped, so every file is looked up
 // and opened in the daemon again) sends the master no Stat and no List.
@@ -179,7 +174,7 @@ TEST_F(FuseMetadataTest, AWarmPassSendsTheMasterNoStat) {
   };
   const double stats = rpcs("Stat"), lists = rpcs("List");
   ASSERT_GE(stats, 0);
-  DropKernelCaches();
+  ASSERT_TRUE(testing::DropKernelCaches().ok());
   EXPECT_EQ(ReadAndCompare(paths, want), 0);
   EXPECT_EQ(rpcs("Stat") - stats, 0);
   EXPECT_EQ(rpcs("List") - lists, 0);
@@ -215,7 +210,7 @@ TEST_F(FuseMetadataTest, ReadsGoOnWhileTheMasterIsDown) {
   master_->Kill();
   absl::SleepFor(absl::Seconds(2));  // Past the TTL (1 s).
   for (int pass = 0; pass < 2; ++pass) {
-    DropKernelCaches();
+    ASSERT_TRUE(testing::DropKernelCaches().ok());
     EXPECT_EQ(ReadAndCompare(paths, want), 0) << "pass " << pass;
   }
   EXPECT_GT(fuse->Metric("larder_fuse_metadata_lookups_total{result=\"stale\"}")

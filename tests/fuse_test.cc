@@ -537,8 +537,7 @@ TEST_F(FuseTest, CachedFilesStayReadableWhileTheUnderStoreIsDown) {
 
   s3_->Kill();
   absl::SleepFor(absl::Milliseconds(2500));
-  ::sync();
-  ASSERT_TRUE(testing::WriteFile("/proc/sys/vm/drop_caches", "3").ok());
+  ASSERT_TRUE(testing::DropKernelCaches().ok());
   int failed = 0;
   for (const auto& [path, data] : files_) {
     absl::StatusOr<std::string> got = ReadAll(ds + path);

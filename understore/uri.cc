@@ -123,6 +123,21 @@ absl::StatusOr<std::string> NormalizeStorePath(absl::string_view path) {
   return absl::StrJoin(parts, "/");
 }
 
+absl::StatusOr<std::string> NormalizeClusterPath(absl::string_view path) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster path '", path, "' must start with '/'"));
+  }
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  return absl::StrCat("/", rel);
+}
+
+std::string ParentClusterPath(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == 0 || slash == absl::string_view::npos) return "/";
+  return std::string(path.substr(0, slash));
+}
+
 std::string JoinStorePath(absl::string_view dir, absl::string_view name) {
   if (dir.empty()) return std::string(name);
   return absl::StrCat(dir, "/", name);

@@ -44,6 +44,14 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view text);
 // bytes. "" (and "/") is the root.
 absl::StatusOr<std::string> NormalizeStorePath(absl::string_view path);
 
+// Cluster paths (the namespace every mount appears in: "/datasets/x"):
+// "/a//b/" -> "/a/b". Errors: InvalidArgument (relative, "." or "..", as
+// NormalizeStorePath).
+absl::StatusOr<std::string> NormalizeClusterPath(absl::string_view path);
+// The directory of a normalized cluster path: "/a/b" -> "/a", "/a" -> "/",
+// "/" -> "/".
+std::string ParentClusterPath(absl::string_view path);
+
 // Joins a store-relative directory and child name ("" + "a" = "a").
 std::string JoinStorePath(absl::string_view dir, absl::string_view name);
 

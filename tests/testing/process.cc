@@ -204,6 +204,11 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv) {
   return out;
 }
 
+absl::Status DropKernelCaches() {
+  ::sync();
+  return WriteFile("/proc/sys/vm/drop_caches", "3");
+}
+
 Shell Sh(const std::string& script) {
   const std::string cmd = absl::StrCat(
       "/bin/sh -c '", absl::StrReplaceAll(script, {{"'", "'\\''"}}), "' 2>&1");

@@ -93,6 +93,11 @@ struct Shell {
 // Runs `script` with /bin/sh -c.
 Shell Sh(const std::string& script);
 
+// Writes dirty pages back and empties the kernel's page, dentry and inode
+// caches (every mount's: FUSE mounts get FORGETs). Root only; the error
+// otherwise.
+absl::Status DropKernelCaches();
+
 // A whole file read with read(2), 64 KiB at a time (through a FUSE mount:
 // the way a loader reads); the errno as a status on failure.
 absl::StatusOr<std::string> ReadAll(const std::string& path);
