@@ -179,6 +179,7 @@ int Run() {
   auto id = [&](uint64_t i) {
     return BlockId{"bench", "object.bin", version, i, kBlock, size};
   };
+  std::shared_ptr<const ChannelFactory> channels = ChannelFactory::Insecure();
   WorkerClient warm((*worker)->address());
   std::vector<BlockId> all;
   for (uint64_t i = 0; i < BlockCount(size, kBlock); ++i) all.push_back(id(i));
@@ -209,8 +210,8 @@ int Run() {
                      [&] { return TcpGbps(size, 4); }});
   std::vector<std::unique_ptr<WorkerClient>> grpc_clients;
   for (int streams : {1, 4}) {
-    grpc_clients.push_back(
-        std::make_unique<WorkerClient>((*worker)->address(), streams));
+    grpc_clients.push_back(std::make_unique<WorkerClient>((*worker)->address(),
+                                                          *channels, streams));
   }
   for (int k = 0; k < 2; ++k) {
     const int streams = k == 0 ? 1 : 4;

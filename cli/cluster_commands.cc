@@ -2,7 +2,9 @@
 //
 // The cluster subcommands of `larder`: master, mount, unmount, ls, stat, cat,
 // load, invalidate, stats, ring.
+#include <grp.h>
 #include <grpcpp/create_channel.h>
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -22,6 +25,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/ring.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "common/units.h"
 #include "larder/client.h"
@@ -56,6 +60,14 @@ ABSL_FLAG(bool, read_only, true,
           "mount: the mount is read-only (writes arrive later).");
 ABSL_FLAG(std::string, credentials, "",
           "mount: credentials reference, e.g. profile:prod (never a secret).");
+ABSL_FLAG(std::string, owner_uid, "",
+          "mount: owner (user name or uid) its files show in FUSE mounts "
+          "(default: the FUSE daemon's).");
+ABSL_FLAG(std::string, owner_gid, "",
+          "mount: group (name or gid) its files show in FUSE mounts.");
+ABSL_FLAG(std::string, file_mode, "",
+          "mount: permission bits its files show in FUSE mounts, octal, e.g. "
+          "0440 (default 0444; directories add x where r is set).");
 ABSL_FLAG(bool, wait, true,
           "load: wait and show progress (false: print the job id and return).");
 
@@ -77,9 +89,12 @@ std::string MasterOrDefault() {
   return m.empty() ? "127.0.0.1:7060" : m;
 }
 
-std::unique_ptr<v1::Master::Stub> Stub() {
-  return v1::Master::NewStub(grpc::CreateChannel(
-      MasterOrDefault(), grpc::InsecureChannelCredentials()));
+// A stub for the master, with the TLS and token flags applied. Errors: a
+// token or PEM file that cannot be read.
+absl::StatusOr<std::unique_ptr<v1::Master::Stub>> Stub() {
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const ChannelFactory> channels,
+                          ChannelFactory::Create(SecurityOptionsFromFlags()));
+  return v1::Master::NewStub(channels->Channel(MasterOrDefault()));
 }
 
 void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
@@ -89,6 +104,13 @@ void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
 
 absl::Status Rpc(const grpc::Status& s) {
   absl::Status st = FromGrpcStatus(s);
+  if (!FromLarderServer(s) && IsTlsFailure(st)) {
+    return absl::UnavailableError(absl::StrCat(
+        "TLS with the Larder master at ", MasterOrDefault(), " failed (",
+        st.message(),
+        "): check --tls_ca_file, --tls_cert_file/--tls_key_file and "
+        "--tls_server_name"));
+  }
   if (st.code() == absl::StatusCode::kUnavailable ||
       st.code() == absl::StatusCode::kDeadlineExceeded) {
     return absl::UnavailableError(absl::StrCat(
@@ -123,6 +145,7 @@ absl::Status RunMaster(const std::vector<std::string>& args) {
   o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   o.store.http = HttpOptionsFromFlags();
   o.store.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
+  o.security = SecurityOptionsFromFlags();
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -149,14 +172,58 @@ void PrintMounts(const v1::MountTable& t) {
         FormatBytes(m.block_size()).c_str(),
         absl::FormatDuration(absl::Milliseconds(m.metadata_ttl_ms())).c_str(),
         m.uri().c_str(),
-        m.credentials().empty()
-            ? ""
-            : absl::StrCat("  (credentials ", m.credentials(), ")").c_str());
+        absl::StrCat(
+            m.credentials().empty()
+                ? ""
+                : absl::StrCat("  (credentials ", m.credentials(), ")"),
+            m.has_uid() || m.has_gid() || m.mode() != 0
+                ? absl::StrFormat("  (files %s:%s %04o)",
+                                  m.has_uid() ? absl::StrCat(m.uid()) : "-",
+                                  m.has_gid() ? absl::StrCat(m.gid()) : "-",
+                                  m.mode() == 0 ? 0444 : m.mode())
+                : "")
+            .c_str());
   }
 }
 
+// --owner_uid, --owner_gid and --file_mode onto `m`.
+absl::Status SetPresentation(v1::MountEntry* m) {
+  if (const std::string u = absl::GetFlag(FLAGS_owner_uid); !u.empty()) {
+    uint32_t id;
+    if (absl::SimpleAtoi(u, &id)) {
+      m->set_uid(id);
+    } else if (const struct passwd* p = ::getpwnam(u.c_str())) {
+      m->set_uid(p->pw_uid);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--owner_uid: no user '", u, "'"));
+    }
+  }
+  if (const std::string g = absl::GetFlag(FLAGS_owner_gid); !g.empty()) {
+    uint32_t id;
+    if (absl::SimpleAtoi(g, &id)) {
+      m->set_gid(id);
+    } else if (const struct group* gr = ::getgrnam(g.c_str())) {
+      m->set_gid(gr->gr_gid);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--owner_gid: no group '", g, "'"));
+    }
+  }
+  if (const std::string mode = absl::GetFlag(FLAGS_file_mode); !mode.empty()) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(mode.c_str(), &end, 8);
+    if (end == mode.c_str() || *end != '\0' || v > 07777) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--file_mode: '", mode, "' is not an octal mode such as 0440"));
+    }
+    m->set_mode(static_cast<uint32_t>(v));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunMount(const std::vector<std::string>& args) {
-  auto stub = Stub();
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   if (args.empty()) {  // List.
     v1::MountTable t;
     grpc::ClientContext ctx;
@@ -177,6 +244,7 @@ absl::Status RunMount(const std::vector<std::string>& args) {
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_metadata_ttl))));
   req.mutable_mount()->set_read_only(absl::GetFlag(FLAGS_read_only));
   req.mutable_mount()->set_credentials(absl::GetFlag(FLAGS_credentials));
+  LARDER_RETURN_IF_ERROR(SetPresentation(req.mutable_mount()));
   v1::MountTable t;
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(30));
@@ -192,7 +260,8 @@ absl::Status RunUnmount(const std::vector<std::string>& args) {
   v1::MountTable t;
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(10));
-  LARDER_RETURN_IF_ERROR(Rpc(Stub()->RemoveMount(&ctx, req, &t)));
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
+  LARDER_RETURN_IF_ERROR(Rpc(stub->RemoveMount(&ctx, req, &t)));
   PrintMounts(t);
   return absl::OkStatus();
 }
@@ -202,9 +271,12 @@ absl::Status RunUnmount(const std::vector<std::string>& args) {
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient() {
   ClientOptions o;
   o.master = MasterOrDefault();
+  o.security = SecurityOptionsFromFlags();
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(o);
-  if (!c.ok() && c.status().code() == absl::StatusCode::kUnavailable)
-    return Rpc(grpc::Status(grpc::UNAVAILABLE, ""));
+  if (!c.ok() && c.status().code() == absl::StatusCode::kUnavailable) {
+    return Rpc(
+        grpc::Status(grpc::UNAVAILABLE, std::string(c.status().message())));
+  }
   return c;
 }
 
@@ -241,7 +313,8 @@ absl::Status RunStat(const std::vector<std::string>& args) {
   v1::StatResponse r;
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(30));
-  LARDER_RETURN_IF_ERROR(Rpc(Stub()->Stat(&ctx, req, &r)));
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
+  LARDER_RETURN_IF_ERROR(Rpc(stub->Stat(&ctx, req, &r)));
   std::printf(
       "path:       %s\ntype:       %s\nsize:       %llu\nversion:    "
       "%s\nmtime:      %s\nmount:      %s\n"
@@ -397,7 +470,7 @@ void PrintProgress(const v1::LoadStatus& s, bool final) {
 
 absl::Status RunLoad(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder load PATH [--wait=true]"));
-  auto stub = Stub();
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   v1::LoadRequest req;
   req.set_path(args[0]);
   v1::LoadStatus s;
@@ -439,7 +512,8 @@ absl::Status RunInvalidate(const std::vector<std::string>& args) {
   v1::InvalidateResponse r;
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(10));
-  LARDER_RETURN_IF_ERROR(Rpc(Stub()->Invalidate(&ctx, req, &r)));
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
+  LARDER_RETURN_IF_ERROR(Rpc(stub->Invalidate(&ctx, req, &r)));
   std::printf("dropped %llu cached metadata entries under %s\n",
               static_cast<unsigned long long>(r.dropped()), args[0].c_str());
   return absl::OkStatus();
@@ -452,8 +526,9 @@ absl::Status RunStats(const std::vector<std::string>& args) {
   v1::ClusterStatsResponse r;
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(30));
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   LARDER_RETURN_IF_ERROR(
-      Rpc(Stub()->GetClusterStats(&ctx, v1::ClusterStatsRequest(), &r)));
+      Rpc(stub->GetClusterStats(&ctx, v1::ClusterStatsRequest(), &r)));
   std::printf("ring version %llu\n",
               static_cast<unsigned long long>(r.ring_version()));
   std::printf("%-24s %-6s %10s %10s %9s %12s %12s %12s %10s\n", "WORKER",
@@ -497,8 +572,8 @@ absl::Status RunRing(const std::vector<std::string>& args) {
   v1::Ring ring;
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(10));
-  LARDER_RETURN_IF_ERROR(
-      Rpc(Stub()->GetRing(&ctx, v1::GetRingRequest(), &ring)));
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
+  LARDER_RETURN_IF_ERROR(Rpc(stub->GetRing(&ctx, v1::GetRingRequest(), &ring)));
   std::vector<RingMember> members;
   for (const auto& w : ring.workers())
     members.push_back({w.id(), static_cast<double>(

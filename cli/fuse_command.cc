@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/units.h"
@@ -151,6 +152,7 @@ absl::Status MountAndServe(
   }
   co.metadata_cache_bytes = static_cast<size_t>(*cache_bytes);
   co.metadata_stale_window = absl::GetFlag(FLAGS_metadata_stale_window);
+  co.security = SecurityOptionsFromFlags();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(co);
   if (!client.ok()) {
     ready(client.status(), 0);

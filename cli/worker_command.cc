@@ -1,9 +1,12 @@
 // Copyright 2026 The Larder Authors.
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
@@ -23,6 +26,12 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
 ABSL_FLAG(
     std::string, short_circuit_socket, "",
     "worker: Unix socket for short-circuit local reads (empty = disabled).");
+ABSL_FLAG(std::vector<std::string>, short_circuit_allowed_uids, {},
+          "Users (names or uids) besides root and the worker's own that may "
+          "use the short-circuit socket.");
+ABSL_FLAG(std::vector<std::string>, short_circuit_allowed_gids, {},
+          "Groups (names or gids) whose members may use the short-circuit "
+          "socket; the first owns it (default: the worker's own group).");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:7071",
           "worker: address of /metrics and /healthz (empty = disabled).");
 ABSL_FLAG(std::string, ram_capacity, "1GiB",
@@ -91,10 +100,42 @@ heartbeats, reports its blocks and takes its mount table from the master. Under-
 gracefully: in-flight reads finish and the NVMe index stays consistent.
 )";
 
+// Numeric ids, or names looked up in the user (or group) database.
+absl::StatusOr<std::vector<uint32_t>> ParseIds(
+    const std::vector<std::string>& names, bool groups) {
+  std::vector<uint32_t> out;
+  for (const std::string& n : names) {
+    uint32_t id;
+    if (absl::SimpleAtoi(n, &id)) {
+      out.push_back(id);
+      continue;
+    }
+    if (groups) {
+      if (const struct group* g = ::getgrnam(n.c_str())) {
+        out.push_back(g->gr_gid);
+        continue;
+      }
+    } else if (const struct passwd* p = ::getpwnam(n.c_str())) {
+      out.push_back(p->pw_uid);
+      continue;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("--short_circuit_allowed_", groups ? "gids" : "uids",
+                     ": no ", groups ? "group" : "user", " '", n, "'"));
+  }
+  return out;
+}
+
 absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   WorkerOptions o;
   o.listen = absl::GetFlag(FLAGS_listen);
   o.short_circuit_socket = absl::GetFlag(FLAGS_short_circuit_socket);
+  LARDER_ASSIGN_OR_RETURN(
+      o.short_circuit_allowed_uids,
+      ParseIds(absl::GetFlag(FLAGS_short_circuit_allowed_uids), false));
+  LARDER_ASSIGN_OR_RETURN(
+      o.short_circuit_allowed_gids,
+      ParseIds(absl::GetFlag(FLAGS_short_circuit_allowed_gids), true));
   o.ops_listen = absl::GetFlag(FLAGS_metrics_listen);
   LARDER_ASSIGN_OR_RETURN(o.store.ram_capacity_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_ram_capacity)));
@@ -120,6 +161,7 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   o.advertise = absl::GetFlag(FLAGS_advertise);
   o.store_options.http = HttpOptionsFromFlags();
   o.store_options.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
+  o.security = SecurityOptionsFromFlags();
   const std::vector<std::string> nvme = absl::GetFlag(FLAGS_nvme);
   if (!nvme.empty()) {
     NvmeOptions n;

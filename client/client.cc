@@ -32,6 +32,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/ring.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "proto/master.grpc.pb.h"
@@ -58,8 +59,12 @@ bool WorkerFailure(const absl::Status& s) {
 }
 
 FileInfo FromProto(const v1::ObjectInfo& o) {
-  return FileInfo{o.path(), o.is_dir(), o.size(), o.version(),
-                  absl::FromUnixNanos(o.mtime_ns())};
+  FileInfo f{o.path(), o.is_dir(), o.size(), o.version(),
+             absl::FromUnixNanos(o.mtime_ns())};
+  if (o.has_uid()) f.uid = o.uid();
+  if (o.has_gid()) f.gid = o.gid();
+  f.mode = o.mode();
+  return f;
 }
 
 void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
@@ -68,6 +73,9 @@ void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
   o->set_size(f.size);
   o->set_version(f.version);
   o->set_mtime_ns(absl::ToUnixNanos(f.mtime));
+  if (f.uid) o->set_uid(*f.uid);
+  if (f.gid) o->set_gid(*f.gid);
+  o->set_mode(f.mode);
 }
 
 // The master or its under-store could not be reached: an expired entry may
@@ -144,8 +152,10 @@ class FileImpl final : public File {
 
 class ClientImpl final : public Client {
  public:
-  explicit ClientImpl(ClientOptions options)
+  ClientImpl(ClientOptions options,
+             std::shared_ptr<const ChannelFactory> channels)
       : options_(std::move(options)),
+        channels_(std::move(channels)),
         meta_(MetadataCacheOptions{options_.metadata_cache_entries,
                                    options_.metadata_cache_bytes}) {
     if (options_.node.empty()) {
@@ -153,8 +163,7 @@ class ClientImpl final : public Client {
       ::gethostname(host, sizeof(host) - 1);
       options_.node = host;
     }
-    master_ = v1::Master::NewStub(grpc::CreateChannel(
-        options_.master, grpc::InsecureChannelCredentials()));
+    master_ = v1::Master::NewStub(channels_->Channel(options_.master));
     pool_ = std::make_unique<ThreadPool>(std::max(1, options_.parallel_reads),
                                          "larder-client");
     // Lease-ahead waits while the worker fetches a miss; it has threads of
@@ -845,14 +854,36 @@ class ClientImpl final : public Client {
   WorkerClient& Worker(const std::string& address) {
     absl::MutexLock lock(&mu_);
     auto& c = workers_[address];
-    if (!c) c = std::make_unique<WorkerClient>(address);
+    if (!c) c = std::make_unique<WorkerClient>(address, *channels_);
     return *c;
   }
 
   // Whether blocks of worker `w` are read by short-circuit (it is on this
   // node and has a socket).
   bool ShortCircuitTo(const v1::WorkerInfo& w) const {
-    return w.node() == options_.node && !w.short_circuit_socket().empty();
+    return w.node() == options_.node && !w.short_circuit_socket().empty() &&
+           !ShortCircuitRefused(w.short_circuit_socket());
+  }
+
+  // A worker that refused this process on its short-circuit socket (its
+  // uid/gid is not allowed there) is read over gRPC from then on, where the
+  // process's token or certificate decides.
+  bool ShortCircuitRefused(const std::string& socket) const {
+    if (!any_sc_refused_.load(std::memory_order_acquire)) return false;
+    absl::MutexLock lock(&sc_refused_mu_);
+    return sc_refused_.contains(socket);
+  }
+  void NoteShortCircuitRefused(const std::string& socket,
+                               const absl::Status& why) {
+    {
+      absl::MutexLock lock(&sc_refused_mu_);
+      if (!sc_refused_.insert(socket).second) return;
+      any_sc_refused_.store(true, std::memory_order_release);
+    }
+    LARDER_LOG(WARNING, "client.short_circuit_refused")
+        .Field("socket", socket)
+        .Field("status", why)
+        .Field("detail", "reading this worker over gRPC");
   }
 
   absl::StatusOr<size_t> ReadFromWorker(const v1::WorkerInfo& w,
@@ -908,6 +939,11 @@ class ClientImpl final : public Client {
     if (!sc.ok()) return;
     std::vector<absl::StatusOr<ShortCircuitClient::Lease>> opened =
         (*sc)->OpenBatch(ids);
+    if ((*sc)->refused()) {
+      NoteShortCircuitRefused(
+          socket, opened.empty() ? absl::Status() : opened[0].status());
+      return;
+    }
     bool failed = false;
     for (size_t i = 0; i < opened.size() && i < ids.size(); ++i) {
       if (opened[i].ok()) {
@@ -931,6 +967,10 @@ class ClientImpl final : public Client {
         TakeShortCircuit(socket);
     if (!sc.ok()) return std::shared_ptr<CachedLease>();
     absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
+    if (!opened.ok() && (*sc)->refused()) {
+      NoteShortCircuitRefused(socket, opened.status());
+      return std::shared_ptr<CachedLease>();
+    }
     if (opened.ok() || !WorkerFailure(opened.status()))
       GiveShortCircuit(socket, *sc);
     if (!opened.ok()) return opened.status();
@@ -957,6 +997,11 @@ class ClientImpl final : public Client {
     LARDER_ASSIGN_OR_RETURN(std::shared_ptr<ShortCircuitClient> sc,
                             TakeShortCircuit(socket));
     absl::StatusOr<ShortCircuitClient::Lease> lease = sc->OpenObject(first);
+    if (!lease.ok() && sc->refused()) {
+      NoteShortCircuitRefused(socket, lease.status());
+      return absl::FailedPreconditionError(
+          "the worker on this node refused short-circuit to this process");
+    }
     if (!lease.ok()) {
       if (!WorkerFailure(lease.status())) GiveShortCircuit(socket, sc);
       return lease.status();
@@ -1092,6 +1137,10 @@ class ClientImpl final : public Client {
   }
 
   ClientOptions options_;
+  const std::shared_ptr<const ChannelFactory> channels_;
+  std::atomic<bool> any_sc_refused_{false};
+  mutable absl::Mutex sc_refused_mu_;
+  absl::flat_hash_set<std::string> sc_refused_ ABSL_GUARDED_BY(sc_refused_mu_);
   std::unique_ptr<v1::Master::Stub> master_;
   std::unique_ptr<ThreadPool> pool_, lease_ahead_pool_;
   mutable absl::Mutex mu_;
@@ -1274,7 +1323,10 @@ void ByteView::Append(ByteView other) {
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.master.empty())
     return absl::InvalidArgumentError("ClientOptions.master is empty");
-  auto c = std::make_unique<ClientImpl>(std::move(options));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const ChannelFactory> channels,
+                          ChannelFactory::Create(options.security));
+  auto c =
+      std::make_unique<ClientImpl>(std::move(options), std::move(channels));
   LARDER_RETURN_IF_ERROR(c->Init());
   return std::unique_ptr<Client>(std::move(c));
 }

@@ -40,13 +40,18 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
   std::string frame;
   std::vector<int> fds;
   absl::Status st = SendFrame(sock_, req.SerializeAsString());
-  if (st.ok()) st = RecvFrame(sock_, &frame, &fds);
+  // Read even after a failed send: a worker that refuses this peer sends
+  // its refusal at once and closes, which can break the send.
+  const absl::Status received = RecvFrame(sock_, &frame, &fds);
+  if (st.ok() || received.ok()) st = received;
   v1::ShortCircuitResponse resp;
   if (st.ok() && !resp.ParseFromString(frame))
     st = absl::InternalError("malformed short-circuit response");
-  if (st.ok() && resp.code() != 0)
+  if (st.ok() && resp.code() != 0) {
     st = absl::Status(static_cast<absl::StatusCode>(resp.code()),
                       resp.message());
+    if (st.code() == absl::StatusCode::kPermissionDenied) refused_ = true;
+  }
   size_t granted = 0;
   for (const auto& g : resp.grants()) granted += g.code() == 0;
   if (st.ok() &&

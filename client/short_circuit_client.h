@@ -14,6 +14,7 @@
 #ifndef LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
 #define LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,12 @@ class ShortCircuitClient {
                  bool whole_object = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
   int sock_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> refused_{false};
+
+ public:
+  // Whether the worker refused this process (its uid/gid is not allowed on
+  // the socket): read that worker over gRPC instead.
+  bool refused() const { return refused_.load(std::memory_order_relaxed); }
 };
 
 }  // namespace larder

@@ -30,7 +30,8 @@ void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
 
 }  // namespace
 
-WorkerClient::WorkerClient(const std::string& address, int connections)
+WorkerClient::WorkerClient(const std::string& address,
+                           const ChannelFactory& channels, int connections)
     : address_(address) {
   for (int i = 0; i < std::max(1, connections); ++i) {
     grpc::ChannelArguments args;
@@ -45,8 +46,7 @@ WorkerClient::WorkerClient(const std::string& address, int connections)
     // Distinct arguments keep gRPC from sharing one connection between them.
     args.SetInt("larder.connection_index", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::Channel> channel = channels.Channel(address, args);
     stubs_.push_back(v1::WorkerData::NewStub(channel));
     generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
   }

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/block_key.h"
+#include "common/security.h"
 #include "larder/client.h"
 #include "proto/worker.grpc.pb.h"
 
@@ -38,7 +39,11 @@ namespace larder {
 
 class WorkerClient {
  public:
-  WorkerClient(const std::string& address, int connections = 1);
+  // `channels` makes the connections (TLS, token); used only here.
+  explicit WorkerClient(
+      const std::string& address,
+      const ChannelFactory& channels = *ChannelFactory::Insecure(),
+      int connections = 1);
 
   // Reads up to buffer.size() bytes of block `id` from `offset` (within the
   // block); returns the number read (short only at the block's end).

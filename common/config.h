@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -50,6 +51,38 @@ struct HttpOptions {
   // Verify TLS certificates. Default true; turn off only for test endpoints.
   bool verify_tls = true;
   RetryOptions retry;
+};
+
+// Transport security and authentication of Larder's own gRPC traffic (see
+// common/security.h). One struct serves both sides, since a worker is a
+// server and a client of the master at once. Every field defaults to off:
+// plain gRPC, no authentication, which the daemons accept on loopback only.
+struct SecurityOptions {
+  // PEM certificate chain and private key. Servers serve TLS with them;
+  // clients present them as their client certificate (mutual TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // PEM CA bundle. Clients: turns TLS on and verifies servers against it.
+  // Servers: verifies client certificates against it (mutual TLS).
+  std::string tls_ca_file;
+  // Servers with tls_ca_file: refuse a TLS handshake without a client
+  // certificate (true), or let such a client in to authenticate with a token
+  // (false, the default). A certificate from another CA is always refused.
+  bool tls_require_client_cert = false;
+  // Clients: the name expected in the server's certificate, when it is not
+  // the host part of the address (e.g. "larder-master" while dialling an IP).
+  std::string tls_server_name;
+  // Servers: client-certificate identities (a DNS/URI SAN or the CN) that
+  // have the admin role; other verified certificates are readers.
+  std::vector<std::string> tls_admin_identities;
+  // Servers: the file of "<role> <token>" lines accepted as bearer tokens;
+  // empty = no token authentication.
+  std::string auth_tokens_file;
+  // Clients: file holding the bearer token to present; empty = $LARDER_TOKEN,
+  // else the file named by $LARDER_TOKEN_FILE, else none.
+  std::string token_file;
+  // Servers: listen beyond loopback without authenticating callers.
+  bool allow_insecure_network = false;
 };
 
 }  // namespace larder

@@ -2,6 +2,7 @@
 #include "common/flags.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "common/log.h"
@@ -39,7 +40,46 @@ ABSL_FLAG(absl::Duration, retry_initial_backoff,
 ABSL_FLAG(absl::Duration, retry_max_backoff, kHttpDefaults.retry.max_backoff,
           "Upper bound of one backoff sleep.");
 
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain: served by the master and workers; presented "
+          "by clients as their client certificate (mutual TLS).");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CA bundle. Clients: use TLS and verify servers with it. "
+          "Servers: verify client certificates with it.");
+ABSL_FLAG(bool, tls_require_client_cert, false,
+          "Servers with --tls_ca_file: refuse clients without a certificate "
+          "(default: let them in to authenticate with a token).");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Clients: name expected in the server's certificate, when it is not "
+          "the host part of the address.");
+ABSL_FLAG(std::vector<std::string>, tls_admin_identities, {},
+          "Servers: client-certificate identities (SAN or CN) with the admin "
+          "role; other verified certificates are readers.");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "Servers: file of '<admin|reader> <token>' lines accepted as bearer "
+          "tokens (empty = no token authentication).");
+ABSL_FLAG(std::string, token_file, "",
+          "Clients: file holding the bearer token to present (default: "
+          "$LARDER_TOKEN, else the file named by $LARDER_TOKEN_FILE).");
+ABSL_FLAG(bool, allow_insecure_network, false,
+          "Servers: listen beyond loopback without authenticating callers.");
+
 namespace larder {
+
+SecurityOptions SecurityOptionsFromFlags() {
+  SecurityOptions o;
+  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  o.tls_ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  o.tls_require_client_cert = absl::GetFlag(FLAGS_tls_require_client_cert);
+  o.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  o.tls_admin_identities = absl::GetFlag(FLAGS_tls_admin_identities);
+  o.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  o.token_file = absl::GetFlag(FLAGS_token_file);
+  o.allow_insecure_network = absl::GetFlag(FLAGS_allow_insecure_network);
+  return o;
+}
 
 HttpOptions HttpOptionsFromFlags() {
   HttpOptions o;

@@ -19,6 +19,12 @@
 //   --retry_max_attempts=5
 //   --retry_initial_backoff=50ms
 //   --retry_max_backoff=2s
+//   --tls_cert_file= --tls_key_file= --tls_ca_file=   PEM files (security.h)
+//   --tls_require_client_cert=false --tls_server_name=
+//   --tls_admin_identities=          certificate identities with admin role
+//   --auth_tokens_file=              servers: "<role> <token>" lines
+//   --token_file=                    clients: the token to present
+//   --allow_insecure_network=false
 #ifndef LARDER_COMMON_FLAGS_H_
 #define LARDER_COMMON_FLAGS_H_
 
@@ -29,6 +35,10 @@ namespace larder {
 
 // HttpOptions (with its RetryOptions) from the --http_* and --retry_* flags.
 HttpOptions HttpOptionsFromFlags();
+
+// SecurityOptions from the --tls_*, --auth_tokens_file, --token_file and
+// --allow_insecure_network flags.
+SecurityOptions SecurityOptionsFromFlags();
 
 // Applies --log_level. Returns InvalidArgument for an unknown level.
 absl::Status ApplyLogFlags();

@@ -404,10 +404,14 @@ class FuseMount::Fs {
   struct stat Attr(absl::string_view path, const FileInfo& info) const {
     struct stat st {};
     st.st_ino = InodeTable::StableIno(path);
-    st.st_mode = info.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+    // The mount's mode (MountEntry): write bits dropped (the cache is
+    // read-only), x added to directories where r is set.
+    const mode_t mode = info.mode == 0 ? 0444 : (info.mode & 07555);
+    st.st_mode = info.is_dir ? (S_IFDIR | mode | ((mode & 0444) >> 2))
+                             : (S_IFREG | mode);
     st.st_nlink = info.is_dir ? 2 : 1;
-    st.st_uid = uid_;
-    st.st_gid = gid_;
+    st.st_uid = info.uid.value_or(uid_);
+    st.st_gid = info.gid.value_or(gid_);
     st.st_size = info.is_dir ? 4096 : static_cast<off_t>(info.size);
     st.st_blksize = 1 << 20;
     st.st_blocks = (st.st_size + 511) / 512;

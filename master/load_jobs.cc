@@ -28,7 +28,7 @@ LoadJobs::~LoadJobs() {
 WorkerClient& LoadJobs::ClientFor(const std::string& address) {
   absl::MutexLock lock(&mu_);
   auto& c = clients_[address];
-  if (!c) c = std::make_unique<WorkerClient>(address);
+  if (!c) c = std::make_unique<WorkerClient>(address, *channels_);
   return *c;
 }
 

@@ -35,8 +35,12 @@ namespace larder {
 
 class LoadJobs {
  public:
-  LoadJobs(MetadataCache* metadata, const Membership* membership)
-      : metadata_(metadata), membership_(membership) {}
+  // `channels` (the master's credentials for workers) outlives this.
+  LoadJobs(MetadataCache* metadata, const Membership* membership,
+           std::shared_ptr<const ChannelFactory> channels)
+      : metadata_(metadata),
+        membership_(membership),
+        channels_(std::move(channels)) {}
   ~LoadJobs();
 
   // Starts a job. Errors: NotFound (no such path), and metadata errors.
@@ -55,6 +59,7 @@ class LoadJobs {
 
   MetadataCache* const metadata_;
   const Membership* const membership_;
+  const std::shared_ptr<const ChannelFactory> channels_;
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_

@@ -12,6 +12,7 @@
 #include "client/worker_client.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "master/invalidation_log.h"
 #include "proto/master.grpc.pb.h"
@@ -57,11 +58,21 @@ class MasterService final : public v1::Master::Service {
       "Invalidate",     "GetInvalidations", "StartLoad", "GetLoad",
       "Locate",         "GetClusterStats"};
 
+  // What each RPC needs: the admin role changes what the cluster serves or
+  // holds (mounts, loads, invalidations, membership); reading needs reader.
+  static constexpr std::array<Role, kRpcCount> kRpcRoles = {
+      Role::kAdmin, Role::kAdmin,  Role::kReader, Role::kReader, Role::kAdmin,
+      Role::kAdmin, Role::kReader, Role::kReader, Role::kAdmin,  Role::kReader,
+      Role::kAdmin, Role::kReader, Role::kReader, Role::kReader};
+
   MasterService(const MasterOptions* options, MountRegistry* mounts,
                 Membership* membership, MetadataCache* metadata,
                 InvalidationLog* invalidations, LoadJobs* loads,
+                const Authorizer* auth, const ChannelFactory* channels,
                 prometheus::Registry& registry)
       : options_(options),
+        auth_(auth),
+        channels_(channels),
         mounts_(mounts),
         membership_(membership),
         metadata_(metadata),
@@ -75,10 +86,11 @@ class MasterService final : public v1::Master::Service {
       rpcs_[i] = &family.Add({{"method", kRpcNames[i]}});
   }
 
-  grpc::Status RegisterWorker(grpc::ServerContext*,
+  grpc::Status RegisterWorker(grpc::ServerContext* ctx,
                               const v1::RegisterWorkerRequest* req,
                               v1::RegisterWorkerResponse* resp) override {
-    Count(kRegisterWorker);
+    if (grpc::Status denied = Enter(kRegisterWorker, *ctx); !denied.ok())
+      return denied;
     if (req->worker().id().empty() || req->worker().address().empty()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "worker id and address are required");
@@ -91,9 +103,11 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+  grpc::Status Heartbeat(grpc::ServerContext* ctx,
+                         const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
-    Count(kHeartbeat);
+    if (grpc::Status denied = Enter(kHeartbeat, *ctx); !denied.ok())
+      return denied;
     resp->set_reregister(
         !membership_->Heartbeat(req->worker_id(), Keys(req->added_blocks()),
                                 Keys(req->removed_blocks()), absl::Now()));
@@ -102,9 +116,10 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetRing(grpc::ServerContext*, const v1::GetRingRequest*,
+  grpc::Status GetRing(grpc::ServerContext* ctx, const v1::GetRingRequest*,
                        v1::Ring* resp) override {
-    Count(kGetRing);
+    if (grpc::Status denied = Enter(kGetRing, *ctx); !denied.ok())
+      return denied;
     *resp = membership_->Ring();
     resp->set_mounts_version(mounts_->Get().version());
     resp->set_metadata_epoch(invalidations_->epoch());
@@ -112,16 +127,19 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetMounts(grpc::ServerContext*, const v1::GetMountsRequest*,
+  grpc::Status GetMounts(grpc::ServerContext* ctx, const v1::GetMountsRequest*,
                          v1::MountTable* resp) override {
-    Count(kGetMounts);
+    if (grpc::Status denied = Enter(kGetMounts, *ctx); !denied.ok())
+      return denied;
     *resp = mounts_->Get();
     return grpc::Status::OK;
   }
 
-  grpc::Status AddMount(grpc::ServerContext*, const v1::AddMountRequest* req,
+  grpc::Status AddMount(grpc::ServerContext* ctx,
+                        const v1::AddMountRequest* req,
                         v1::MountTable* resp) override {
-    Count(kAddMount);
+    if (grpc::Status denied = Enter(kAddMount, *ctx); !denied.ok())
+      return denied;
     // A URI the under-store cannot use (bad bucket name, unknown option)
     // is refused now, not at the first read. Nothing is contacted here.
     absl::StatusOr<std::unique_ptr<UnderStore>> probe =
@@ -142,10 +160,11 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status RemoveMount(grpc::ServerContext*,
+  grpc::Status RemoveMount(grpc::ServerContext* ctx,
                            const v1::RemoveMountRequest* req,
                            v1::MountTable* resp) override {
-    Count(kRemoveMount);
+    if (grpc::Status denied = Enter(kRemoveMount, *ctx); !denied.ok())
+      return denied;
     absl::StatusOr<v1::MountTable> t = mounts_->Remove(req->path());
     if (!t.ok()) return ToGrpcStatus(t.status());
     metadata_->Invalidate(req->path());
@@ -155,9 +174,9 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest* req,
+  grpc::Status Stat(grpc::ServerContext* ctx, const v1::StatRequest* req,
                     v1::StatResponse* resp) override {
-    Count(kStat);
+    if (grpc::Status denied = Enter(kStat, *ctx); !denied.ok()) return denied;
     absl::StatusOr<v1::StatResponse> r = metadata_->Stat(req->path());
     if (!r.ok() && r.status().code() == absl::StatusCode::kNotFound &&
         !mounts_->VirtualChildren(req->path()).empty()) {
@@ -170,13 +189,14 @@ class MasterService final : public v1::Master::Service {
     }
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *std::move(r);
+    Present(req->path(), resp->mutable_info());
     resp->set_ring_version(membership_->version());
     return grpc::Status::OK;
   }
 
-  grpc::Status List(grpc::ServerContext*, const v1::ListRequest* req,
+  grpc::Status List(grpc::ServerContext* ctx, const v1::ListRequest* req,
                     v1::ListResponse* resp) override {
-    Count(kList);
+    if (grpc::Status denied = Enter(kList, *ctx); !denied.ok()) return denied;
     // "/" and other prefixes of mount paths list the next path components
     // (a mount path itself lists its under-store).
     const std::string path = req->path().empty() ? "/" : req->path();
@@ -185,6 +205,7 @@ class MasterService final : public v1::Master::Service {
       if (!children.empty() || path == "/") {
         for (std::string& c : children) {
           v1::ObjectInfo* e = resp->add_entries();
+          Present(c, e);  // A mount's own root.
           e->set_path(std::move(c));
           e->set_is_dir(true);
         }
@@ -195,14 +216,16 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *std::move(r);
+    for (v1::ObjectInfo& e : *resp->mutable_entries()) Present(path, &e);
     resp->set_ring_version(membership_->version());
     return grpc::Status::OK;
   }
 
-  grpc::Status Invalidate(grpc::ServerContext*,
+  grpc::Status Invalidate(grpc::ServerContext* ctx,
                           const v1::InvalidateRequest* req,
                           v1::InvalidateResponse* resp) override {
-    Count(kInvalidate);
+    if (grpc::Status denied = Enter(kInvalidate, *ctx); !denied.ok())
+      return denied;
     absl::StatusOr<std::string> path = NormalizeClusterPath(req->path());
     if (!path.ok()) return ToGrpcStatus(path.status());
     resp->set_dropped(metadata_->Invalidate(*path));
@@ -210,35 +233,38 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetInvalidations(grpc::ServerContext*,
+  grpc::Status GetInvalidations(grpc::ServerContext* ctx,
                                 const v1::GetInvalidationsRequest* req,
                                 v1::GetInvalidationsResponse* resp) override {
-    Count(kGetInvalidations);
+    if (grpc::Status denied = Enter(kGetInvalidations, *ctx); !denied.ok())
+      return denied;
     *resp = invalidations_->Since(req->epoch(), req->after_seq());
     return grpc::Status::OK;
   }
 
-  grpc::Status StartLoad(grpc::ServerContext*, const v1::LoadRequest* req,
+  grpc::Status StartLoad(grpc::ServerContext* ctx, const v1::LoadRequest* req,
                          v1::LoadStatus* resp) override {
-    Count(kStartLoad);
+    if (grpc::Status denied = Enter(kStartLoad, *ctx); !denied.ok())
+      return denied;
     absl::StatusOr<v1::LoadStatus> s = loads_->Start(req->path());
     if (!s.ok()) return ToGrpcStatus(s.status());
     *resp = *std::move(s);
     return grpc::Status::OK;
   }
 
-  grpc::Status GetLoad(grpc::ServerContext*, const v1::GetLoadRequest* req,
+  grpc::Status GetLoad(grpc::ServerContext* ctx, const v1::GetLoadRequest* req,
                        v1::LoadStatus* resp) override {
-    Count(kGetLoad);
+    if (grpc::Status denied = Enter(kGetLoad, *ctx); !denied.ok())
+      return denied;
     absl::StatusOr<v1::LoadStatus> s = loads_->Get(req->job_id());
     if (!s.ok()) return ToGrpcStatus(s.status());
     *resp = *std::move(s);
     return grpc::Status::OK;
   }
 
-  grpc::Status Locate(grpc::ServerContext*, const v1::LocateRequest* req,
+  grpc::Status Locate(grpc::ServerContext* ctx, const v1::LocateRequest* req,
                       v1::LocateResponse* resp) override {
-    Count(kLocate);
+    if (grpc::Status denied = Enter(kLocate, *ctx); !denied.ok()) return denied;
     for (const BlockKey& k : Keys(req->block_keys())) {
       auto* loc = resp->add_locations();
       for (const std::string& id : membership_->Locate(k))
@@ -247,10 +273,11 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetClusterStats(grpc::ServerContext*,
+  grpc::Status GetClusterStats(grpc::ServerContext* ctx,
                                const v1::ClusterStatsRequest*,
                                v1::ClusterStatsResponse* resp) override {
-    Count(kGetClusterStats);
+    if (grpc::Status denied = Enter(kGetClusterStats, *ctx); !denied.ok())
+      return denied;
     resp->set_ring_version(membership_->version());
     for (const auto& [info, alive] : membership_->Workers()) {
       auto* w = resp->add_workers();
@@ -258,7 +285,7 @@ class MasterService final : public v1::Master::Service {
       w->set_alive(alive);
       w->set_placement_blocks(membership_->BlocksOf(info.id()));
       if (!alive) continue;
-      WorkerClient client(info.address());
+      WorkerClient client(info.address(), *channels_);
       absl::StatusOr<v1::GetStatsResponse> s =
           client.GetStats(absl::Seconds(3));
       if (s.ok()) {
@@ -272,6 +299,8 @@ class MasterService final : public v1::Master::Service {
 
  private:
   const MasterOptions* const options_;
+  const Authorizer* const auth_;
+  const ChannelFactory* const channels_;
   MountRegistry* const mounts_;
   Membership* const membership_;
   MetadataCache* const metadata_;
@@ -279,13 +308,34 @@ class MasterService final : public v1::Master::Service {
   LoadJobs* const loads_;
   std::array<prometheus::Counter*, kRpcCount> rpcs_{};
 
-  void Count(Rpc rpc) { rpcs_[rpc]->Increment(); }
+  // Sets the owner, group and mode of `path`'s mount on `info`.
+  void Present(const std::string& path, v1::ObjectInfo* info) const {
+    absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
+        mounts_->Resolve(path);
+    if (!m.ok()) return;
+    if (m->first.has_uid()) info->set_uid(m->first.uid());
+    if (m->first.has_gid()) info->set_gid(m->first.gid());
+    info->set_mode(m->first.mode());
+  }
+
+  // Counts the call and checks the caller's role.
+  grpc::Status Enter(Rpc rpc, const grpc::ServerContext& ctx) {
+    rpcs_[rpc]->Increment();
+    return auth_->Check(ctx, kRpcRoles[rpc], kRpcNames[rpc]);
+  }
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   std::unique_ptr<Master> m(new Master(std::move(options)));
+  LARDER_RETURN_IF_ERROR(
+      CheckExposure("master", m->options_.listen, m->options_.security));
+  LARDER_ASSIGN_OR_RETURN(m->auth_, Authorizer::Create(m->options_.security));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                          ServerCredentials(m->options_.security));
+  LARDER_ASSIGN_OR_RETURN(m->channels_,
+                          ChannelFactory::Create(m->options_.security));
   LARDER_ASSIGN_OR_RETURN(m->mounts_,
                           MountRegistry::Open(m->options_.state_dir));
   m->membership_ = std::make_unique<Membership>(m->options_.heartbeat_timeout,
@@ -293,15 +343,15 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   m->metadata_ =
       std::make_unique<MetadataCache>(m->mounts_.get(), m->options_.store);
   m->invalidations_ = std::make_unique<InvalidationLog>();
-  m->loads_ =
-      std::make_unique<LoadJobs>(m->metadata_.get(), m->membership_.get());
+  m->loads_ = std::make_unique<LoadJobs>(m->metadata_.get(),
+                                         m->membership_.get(), m->channels_);
   m->registry_ = std::make_shared<prometheus::Registry>();
   m->service_ = std::make_unique<MasterService>(
       &m->options_, m->mounts_.get(), m->membership_.get(), m->metadata_.get(),
-      m->invalidations_.get(), m->loads_.get(), *m->registry_);
+      m->invalidations_.get(), m->loads_.get(), m->auth_.get(),
+      m->channels_.get(), *m->registry_);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(m->options_.listen,
-                           grpc::InsecureServerCredentials(), &m->port_);
+  builder.AddListeningPort(m->options_.listen, creds, &m->port_);
   builder.RegisterService(m->service_.get());
   m->server_ = builder.BuildAndStart();
   if (!m->server_ || m->port_ == 0) {
@@ -358,6 +408,8 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   m->reaper_ = std::thread([p = m.get()] { p->ReapLoop(); });
   LARDER_LOG(INFO, "master.started")
       .Field("port", m->port_)
+      .Field("tls", !m->options_.security.tls_cert_file.empty())
+      .Field("authentication", m->auth_->enabled())
       .Field("state_dir", m->options_.state_dir)
       .Field("mounts", m->mounts_->Get().mounts_size());
   return m;

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/ops_server.h"
+#include "common/security.h"
 #include "master/invalidation_log.h"
 #include "master/load_jobs.h"
 #include "master/membership.h"
@@ -43,6 +44,9 @@ struct MasterOptions {
   int vnodes = HashRing::kDefaultVnodes;
   // Transport settings and credentials for the master's own metadata reads.
   UnderStoreOptions store;
+  // TLS and authentication of the gRPC port, and of the master's own calls
+  // to workers (load jobs, stats). See common/security.h.
+  SecurityOptions security;
 };
 
 class Master {
@@ -61,6 +65,8 @@ class Master {
   void ReapLoop();
 
   const MasterOptions options_;
+  std::unique_ptr<Authorizer> auth_;
+  std::shared_ptr<const ChannelFactory> channels_;
   std::unique_ptr<MountRegistry> mounts_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<MetadataCache> metadata_;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/block_key.h"
 #include "common/status_macros.h"
 #include "understore/uri.h"
@@ -78,6 +79,10 @@ absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
         "block size ", entry.block_size(), " out of range (4 KiB to 1 GiB)"));
   }
   if (entry.metadata_ttl_ms() == 0) entry.set_metadata_ttl_ms(60000);
+  if (entry.mode() > 07777) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "mode 0%o is not a permission mode (0 to 07777)", entry.mode()));
+  }
   // The URI must parse and the store must open (credentials are checked on
   // first use by each process).
   LARDER_ASSIGN_OR_RETURN(StoreUri uri, ParseStoreUri(entry.uri()));

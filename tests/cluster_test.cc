@@ -1,7 +1,9 @@
 // Copyright 2026 The Larder Authors.
 //
 // A real cluster: a master and three worker processes over a real s3rver, read
-// by larder::Client instances in this process.
+// by larder::Client instances in this process. ctest runs it twice: plain,
+// and with TLS and authentication on everywhere ($LARDER_TEST_SECURE, see
+// tests/testing/pki.h: "secure/" test names).
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "larder/client.h"
 #include "master/membership.h"
 #include "proto/master.grpc.pb.h"
+#include "tests/testing/pki.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
 #include "tests/testing/worker_process.h"
@@ -65,8 +68,8 @@ class ClusterTest : public ::testing::Test {
       ASSERT_TRUE(worker.ok()) << worker.status();
       workers_.push_back(std::move(*worker));
     }
-    stub_ = v1::Master::NewStub(grpc::CreateChannel(
-        master_->address(), grpc::InsecureChannelCredentials()));
+    stub_ = v1::Master::NewStub(
+        testing::SuiteChannels(Role::kAdmin)->Channel(master_->address()));
     ASSERT_TRUE(WaitForWorkers(3));
     ASSERT_TRUE(AddMount("/datasets/ds", s3_->Uri("ds"), 1000));
   }
@@ -99,6 +102,7 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<Client> Connect(const std::string& node) {
     ClientOptions o;
     o.master = master_->address();
+    o.security = testing::SuiteSecurity(Role::kReader);
     o.node =
         node;  // "elsewhere": read over gRPC; the host name: short-circuit.
     o.ring_refresh = absl::Milliseconds(200);
@@ -291,8 +295,8 @@ TEST_F(ClusterTest, MasterRestartKeepsMountsAndRebuildsPlacement) {
   const std::vector<std::string> before = locate();
 
   ASSERT_TRUE(master_->Restart().ok());
-  stub_ = v1::Master::NewStub(grpc::CreateChannel(
-      master_->address(), grpc::InsecureChannelCredentials()));
+  stub_ = v1::Master::NewStub(
+      testing::SuiteChannels(Role::kAdmin)->Channel(master_->address()));
   ASSERT_TRUE(WaitForWorkers(3))
       << "workers re-register with the restarted master";
   v1::MountTable table;
@@ -392,6 +396,7 @@ TEST_F(ClusterTest, AJoiningWorkerDoesNotCauseRefetches) {
 TEST_F(ClusterTest, ResponsesWithANewerRingVersionRefreshTheRing) {
   ClientOptions o;
   o.master = master_->address();
+  o.security = testing::SuiteSecurity(Role::kReader);
   o.node = "elsewhere";
   o.ring_refresh = absl::Hours(1);  // Only responses can make it refresh.
   auto client = Client::Connect(o);
@@ -399,7 +404,8 @@ TEST_F(ClusterTest, ResponsesWithANewerRingVersionRefreshTheRing) {
   ASSERT_EQ(ReadAndCheck(**client), 0);
   const uint64_t refreshes = (*client)->stats().ring_refreshes;
   // Workers pass on the ring version they heard from the master.
-  WorkerClient direct(workers_[0]->address());
+  WorkerClient direct(workers_[0]->address(),
+                      *testing::SuiteChannels(Role::kReader));
   auto info = (*client)->Stat("/datasets/ds/train/c0/sample-0.bin");
   ASSERT_TRUE(info.ok());
   std::string buf(100, '\0');
@@ -516,6 +522,7 @@ TEST_F(ClusterTest, ClearErrors) {
   }
   ClientOptions o;
   o.master = absl::StrCat("127.0.0.1:", testing::PickFreePort());
+  o.security = testing::SuiteSecurity(Role::kReader);
   auto nobody = Client::Connect(o);
   EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(nobody.status().message()),

@@ -254,7 +254,7 @@ TEST_F(WorkerTest, ReadBlockStreamsChunksOfTheRequestedSize) {
 TEST_F(WorkerTest, ConcurrentReadsOfOneBlockFetchItOnce) {
   auto worker = StartWorker();
   ASSERT_NE(worker, nullptr);
-  WorkerClient client(worker->address(), 4);
+  WorkerClient client(worker->address(), *ChannelFactory::Insecure(), 4);
   std::vector<std::thread> readers;
   std::atomic<int> ok{0};
   for (int i = 0; i < 40; ++i) {

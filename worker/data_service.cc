@@ -31,6 +31,12 @@ class ReadBlockReactor final
   ReadBlockReactor(DataService* service, grpc::CallbackServerContext* context,
                    const grpc::ByteBuffer* request)
       : service_(service) {
+    if (grpc::Status denied =
+            service_->auth_->Check(*context, Role::kReader, "ReadBlock");
+        !denied.ok()) {
+      Finish(denied);
+      return;
+    }
     v1::ReadBlockRequest req;
     std::vector<grpc::Slice> slices;
     std::string bytes;
@@ -160,6 +166,12 @@ grpc::ServerUnaryReactor* DataService::CacheBlocks(
     grpc::CallbackServerContext* context, const v1::CacheBlocksRequest* request,
     v1::CacheBlocksResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status denied =
+          auth_->Check(*context, Role::kReader, "CacheBlocks");
+      !denied.ok()) {
+    reactor->Finish(denied);
+    return reactor;
+  }
   for (const v1::BlockRef& ref : request->blocks())
     store_->Prefetch(FromProto(ref));
   if (!request->wait()) {
@@ -188,6 +200,12 @@ grpc::ServerUnaryReactor* DataService::CacheBlocks(
 grpc::ServerUnaryReactor* DataService::EvictBlocks(
     grpc::CallbackServerContext* context, const v1::EvictBlocksRequest* request,
     v1::EvictBlocksResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status denied = auth_->Check(*context, Role::kAdmin, "EvictBlocks");
+      !denied.ok()) {
+    reactor->Finish(denied);
+    return reactor;
+  }
   std::vector<BlockId> ids;
   for (const v1::BlockRef& ref : request->blocks())
     ids.push_back(FromProto(ref));
@@ -195,7 +213,6 @@ grpc::ServerUnaryReactor* DataService::EvictBlocks(
   if (!request->path_prefix().empty())
     n += store_->EvictPrefix(request->path_prefix());
   response->set_evicted(n);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -203,6 +220,12 @@ grpc::ServerUnaryReactor* DataService::EvictBlocks(
 grpc::ServerUnaryReactor* DataService::GetStats(
     grpc::CallbackServerContext* context, const v1::GetStatsRequest*,
     v1::GetStatsResponse* response) {
+  if (grpc::Status denied = auth_->Check(*context, Role::kReader, "GetStats");
+      !denied.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(denied);
+    return reactor;
+  }
   BlockStore::Stats s = store_->GetStats();
   v1::TierStats* ram = response->add_tiers();
   ram->set_name("ram");

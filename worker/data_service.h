@@ -24,6 +24,7 @@
 #include <atomic>
 
 #include "common/block_proto.h"
+#include "common/security.h"
 #include "common/thread_pool.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/block_store.h"
@@ -38,13 +39,16 @@ class DataService final
   static constexpr size_t kMaxChunkBytes = 4 << 20;
 
   // `ring_version` (may be null: standalone) is the ring version the worker
-  // last heard from the master; ReadBlock passes it on to clients.
+  // last heard from the master; ReadBlock passes it on to clients. `auth`
+  // checks each caller's role: EvictBlocks needs admin, the rest reader.
   DataService(BlockStore* store, WorkerMetrics* metrics, ThreadPool* executor,
+              const Authorizer* auth,
               const std::atomic<uint64_t>* ring_version = nullptr,
               size_t chunk_bytes = 1 << 20)
       : store_(store),
         metrics_(metrics),
         executor_(executor),
+        auth_(auth),
         ring_version_(ring_version),
         chunk_bytes_(chunk_bytes) {}
 
@@ -68,6 +72,7 @@ class DataService final
   BlockStore* const store_;
   WorkerMetrics* const metrics_;
   ThreadPool* const executor_;
+  const Authorizer* const auth_;
   const std::atomic<uint64_t>* const ring_version_;
   const size_t chunk_bytes_;
 };

@@ -26,8 +26,9 @@ void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
 
 MasterLink::MasterLink(Options options, BlockStore* store, MountTable* mounts)
     : options_(std::move(options)), store_(store), mounts_(mounts) {
-  stub_ = v1::Master::NewStub(
-      grpc::CreateChannel(options_.master, grpc::InsecureChannelCredentials()));
+  const ChannelFactory& channels =
+      options_.channels ? *options_.channels : *ChannelFactory::Insecure();
+  stub_ = v1::Master::NewStub(channels.Channel(options_.master));
   // A request for an unknown mount pulls the master's table at once (at most
   // every 200 ms), instead of failing until the next heartbeat.
   mounts_->SetMissHook([this] {

@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "proto/master.grpc.pb.h"
 #include "understore/options.h"
 #include "worker/block_store.h"
@@ -31,6 +32,8 @@ class MasterLink {
  public:
   struct Options {
     std::string master;  // host:port
+    // Makes the channel to the master (TLS, token); null = plain.
+    std::shared_ptr<const ChannelFactory> channels;
     v1::WorkerInfo self;
     UnderStoreOptions store_options;
     // Updated with the ring version of every master response (may be null).

@@ -5,8 +5,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/fd_socket.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -19,7 +26,17 @@ absl::StatusOr<std::unique_ptr<ShortCircuitServer>> ShortCircuitServer::Start(
     Options options, BlockStore* store, WorkerMetrics* metrics) {
   std::unique_ptr<ShortCircuitServer> s(
       new ShortCircuitServer(std::move(options), store, metrics));
-  LARDER_ASSIGN_OR_RETURN(s->listen_fd_, ListenUnix(s->options_.socket_path));
+  s->allowed_gids_ = s->options_.allowed_gids;
+  if (s->allowed_gids_.empty()) s->allowed_gids_.push_back(::getegid());
+  LARDER_ASSIGN_OR_RETURN(s->listen_fd_, ListenUnix(s->options_.socket_path,
+                                                    s->options_.socket_mode));
+  if (::chown(s->options_.socket_path.c_str(), static_cast<uid_t>(-1),
+              s->allowed_gids_[0]) != 0) {
+    LARDER_LOG(WARNING, "short_circuit.chown_failed")
+        .Field("socket", s->options_.socket_path)
+        .Field("gid", s->allowed_gids_[0])
+        .Field("error", std::strerror(errno));
+  }
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
 }
@@ -44,6 +61,31 @@ void ShortCircuitServer::AcceptLoop() {
     if (::poll(&p, 1, 200) <= 0) continue;
     int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) continue;
+    if (std::string who; !PeerAllowed(conn, &who)) {
+      uid_t uid = 0;
+      struct ucred cred {};
+      socklen_t len = sizeof(cred);
+      if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        uid = cred.uid;
+      bool first;
+      {
+        absl::MutexLock lock(&refused_mu_);
+        first = refused_uids_.insert(uid).second;
+      }
+      if (first) {  // Once per uid: a refused client retries over gRPC.
+        LARDER_LOG(WARNING, "short_circuit.refused")
+            .Field("peer", who)
+            .Field("socket", options_.socket_path);
+      }
+      v1::ShortCircuitResponse refusal;
+      refusal.set_code(static_cast<int>(absl::StatusCode::kPermissionDenied));
+      refusal.set_message(absl::StrCat(
+          "short-circuit refused for ", who,
+          ": not an allowed uid or group of this worker (read over gRPC)"));
+      SendFrame(conn, refusal.SerializeAsString()).IgnoreError();
+      ::close(conn);
+      continue;
+    }
     absl::MutexLock lock(&mu_);
     if (stopping_) {
       ::close(conn);
@@ -53,6 +95,40 @@ void ShortCircuitServer::AcceptLoop() {
     ++active_;
     std::thread([this, conn] { Serve(conn); }).detach();
   }
+}
+
+bool ShortCircuitServer::PeerAllowed(int conn, std::string* who) const {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    *who = "an unknown peer";
+    return false;
+  }
+  *who = absl::StrCat("uid ", cred.uid, " gid ", cred.gid, " pid ", cred.pid);
+  if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
+  for (uint32_t u : options_.allowed_uids) {
+    if (cred.uid == u) return true;
+  }
+  auto gid_allowed = [&](uint32_t g) {
+    for (uint32_t a : allowed_gids_) {
+      if (a == g) return true;
+    }
+    return false;
+  };
+  if (gid_allowed(cred.gid)) return true;
+  // Supplementary groups are not in SO_PEERCRED: read them from /proc (the
+  // peer is blocked in connect or its first request, so the pid is its own).
+  std::ifstream status(absl::StrCat("/proc/", cred.pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (!absl::StartsWith(line, "Groups:")) continue;
+    for (absl::string_view g : absl::StrSplit(
+             line.substr(7), absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+      uint32_t gid;
+      if (absl::SimpleAtoi(g, &gid) && gid_allowed(gid)) return true;
+    }
+  }
+  return false;
 }
 
 void ShortCircuitServer::Serve(int conn) {

@@ -45,6 +45,14 @@ class ShortCircuitServer {
     absl::Duration max_lease = absl::Seconds(60);
     // Time allowed for a miss to be fetched before OPEN fails. Default 5 min.
     absl::Duration open_timeout = absl::Minutes(5);
+    // Who may connect, checked with SO_PEERCRED: root, this process's own
+    // uid, the uids listed, and members (by primary or supplementary group)
+    // of the gids listed; empty gids = this process's group. A refused peer
+    // gets one PERMISSION_DENIED frame and reads over gRPC instead.
+    std::vector<uint32_t> allowed_uids;
+    std::vector<uint32_t> allowed_gids;
+    // The socket file's mode; its group is the first allowed gid.
+    int socket_mode = 0660;
   };
 
   // Errors: Unavailable (cannot bind), InvalidArgument (path too long).
@@ -57,6 +65,8 @@ class ShortCircuitServer {
   ShortCircuitServer(Options options, BlockStore* store, WorkerMetrics* metrics)
       : options_(std::move(options)), store_(store), metrics_(metrics) {}
   void AcceptLoop();
+  // Whether the peer on `conn` may use the socket; `who` describes it.
+  bool PeerAllowed(int conn, std::string* who) const;
   void Serve(int conn);
 
   const Options options_;
@@ -67,6 +77,9 @@ class ShortCircuitServer {
   std::thread acceptor_;
   absl::Mutex mu_;
   absl::flat_hash_set<int> connections_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> allowed_gids_;  // Resolved at Start.
+  absl::Mutex refused_mu_;
+  absl::flat_hash_set<uint32_t> refused_uids_ ABSL_GUARDED_BY(refused_mu_);
   int active_ ABSL_GUARDED_BY(mu_) = 0;  // Handler threads running (detached).
 };
 

@@ -29,17 +29,27 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     WorkerOptions options, std::unique_ptr<MountTable> mounts) {
   RaiseFdLimit();
   std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(mounts)));
+  LARDER_RETURN_IF_ERROR(
+      CheckExposure("worker", w->options_.listen, w->options_.security));
+  LARDER_ASSIGN_OR_RETURN(w->auth_, Authorizer::Create(w->options_.security));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                          ServerCredentials(w->options_.security));
+  std::shared_ptr<const ChannelFactory> channels;
+  if (!w->options_.master.empty()) {
+    LARDER_ASSIGN_OR_RETURN(channels,
+                            ChannelFactory::Create(w->options_.security));
+  }
   LARDER_ASSIGN_OR_RETURN(
       w->store_,
       BlockStore::Create(w->options_.store, w->mounts_.get(), &w->metrics_));
   w->rpc_executor_ =
       std::make_unique<ThreadPool>(w->options_.rpc_threads, "larder-rpc");
   w->service_ = std::make_unique<DataService>(
-      w->store_.get(), &w->metrics_, w->rpc_executor_.get(), &w->ring_version_);
+      w->store_.get(), &w->metrics_, w->rpc_executor_.get(), w->auth_.get(),
+      &w->ring_version_);
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(w->options_.listen,
-                           grpc::InsecureServerCredentials(), &w->grpc_port_);
+  builder.AddListeningPort(w->options_.listen, creds, &w->grpc_port_);
   builder.RegisterService(w->service_.get());
   builder.SetMaxReceiveMessageSize(16 << 20);
   builder.SetMaxSendMessageSize(16 << 20);
@@ -53,8 +63,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
   if (!w->options_.short_circuit_socket.empty()) {
     LARDER_ASSIGN_OR_RETURN(
         w->short_circuit_,
-        ShortCircuitServer::Start({w->options_.short_circuit_socket},
-                                  w->store_.get(), &w->metrics_));
+        ShortCircuitServer::Start(
+            {.socket_path = w->options_.short_circuit_socket,
+             .allowed_uids = w->options_.short_circuit_allowed_uids,
+             .allowed_gids = w->options_.short_circuit_allowed_gids},
+            w->store_.get(), &w->metrics_));
   }
   if (!w->options_.ops_listen.empty()) {
     OpsServer::Options ops;
@@ -90,6 +103,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     link.self.set_capacity_bytes(capacity);
     link.store_options = w->options_.store_options;
     link.ring_version = &w->ring_version_;
+    link.channels = channels;
     w->master_link_ = std::make_unique<MasterLink>(
         std::move(link), w->store_.get(), w->mounts_.get());
   }
@@ -100,6 +114,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
       .Field("short_circuit", w->options_.short_circuit_socket)
       .Field("ops_port", w->ops_port())
       .Field("ram", w->options_.store.ram_capacity_bytes)
+      .Field("tls", !w->options_.security.tls_cert_file.empty())
+      .Field("authentication", w->auth_->enabled())
       .Field("mounts", w->mounts_->List().size());
   return w;
 }

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "common/ops_server.h"
+#include "common/security.h"
 #include "common/thread_pool.h"
 #include "worker/block_store.h"
 #include "worker/data_service.h"
@@ -34,8 +35,13 @@ namespace larder {
 struct WorkerOptions {
   // gRPC data service address. Default 127.0.0.1:7070 (port 0 = any free).
   std::string listen = "127.0.0.1:7070";
-  // Short-circuit Unix socket; empty = disabled.
+  // Short-circuit Unix socket; empty = disabled. Created mode 0660, group
+  // the first allowed gid; peers are checked with SO_PEERCRED: root, this
+  // process's uid, `short_circuit_allowed_uids`, and members of
+  // `short_circuit_allowed_gids` (default: this process's group).
   std::string short_circuit_socket;
+  std::vector<uint32_t> short_circuit_allowed_uids;
+  std::vector<uint32_t> short_circuit_allowed_gids;
   // /metrics and /healthz; empty = disabled. Default 127.0.0.1:7071.
   std::string ops_listen = "127.0.0.1:7071";
   BlockStoreOptions store;
@@ -52,6 +58,9 @@ struct WorkerOptions {
   std::string advertise;
   // Options for under-stores of mounts received from the master.
   UnderStoreOptions store_options;
+  // TLS and authentication of the gRPC port and of the link to the master.
+  // See common/security.h.
+  SecurityOptions security;
 };
 
 class Worker {
@@ -83,6 +92,7 @@ class Worker {
   std::unique_ptr<BlockStore> store_;
   std::atomic<uint64_t> ring_version_{0};  // Last heard from the master.
   std::unique_ptr<ThreadPool> rpc_executor_;
+  std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<DataService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ShortCircuitServer> short_circuit_;

@@ -9,9 +9,20 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/testing/pki.h"
 #include "understore/http_client.h"
 
 namespace larder::testing {
+namespace {
+
+// In a secure suite (pki.h), masters and workers serve TLS and authenticate.
+void AddSuiteSecurity(std::vector<std::string>& argv) {
+  if (const Pki* pki = SuitePki()) {
+    for (std::string& f : pki->NodeFlags()) argv.push_back(std::move(f));
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     std::vector<std::string> flags, std::vector<std::string> env) {
@@ -79,6 +90,7 @@ absl::Status WorkerProcess::LaunchOnce() {
       LARDER_CLI_BINARY, "worker", absl::StrCat("--listen=127.0.0.1:", port_),
       absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port_),
       absl::StrCat("--short_circuit_socket=", socket_)};
+  AddSuiteSecurity(argv);
   argv.insert(argv.end(), flags_.begin(), flags_.end());
   absl::Status st = process_.Start(argv, log_, env_);
   if (!st.ok()) return st;
@@ -163,6 +175,7 @@ absl::Status MasterProcess::LaunchOnce() {
       absl::StrCat("--master_listen=127.0.0.1:", port_),
       absl::StrCat("--master_metrics_listen=127.0.0.1:", metrics_port_),
       absl::StrCat("--state_dir=", state_)};
+  AddSuiteSecurity(argv);
   argv.insert(argv.end(), flags_.begin(), flags_.end());
   absl::Status st = process_.Start(argv, log_, env_);
   if (!st.ok()) return st;
@@ -236,6 +249,11 @@ absl::Status FuseProcess::Launch() {
         LARDER_CLI_BINARY, "fuse", mountpoint_,
         absl::StrCat("--master=", master_),
         absl::StrCat("--fuse_metrics_listen=127.0.0.1:", metrics_port_)};
+    if (const Pki* pki = SuitePki()) {
+      argv.push_back(absl::StrCat("--tls_ca_file=", pki->ca()));
+      argv.push_back(absl::StrCat("--tls_cert_file=", pki->reader().cert));
+      argv.push_back(absl::StrCat("--tls_key_file=", pki->reader().key));
+    }
     argv.insert(argv.end(), flags_.begin(), flags_.end());
     auto before = ReadFile(log_);
     st = process_.Start(argv, log_);

@@ -34,14 +34,16 @@
 //
 // Errors (absl::StatusCode): NotFound (no such path, no mount), Unavailable
 // (master unreachable; or every worker and the under-store failed),
-// FailedPrecondition (the object changed since Open), PermissionDenied,
-// InvalidArgument, DeadlineExceeded.
+// FailedPrecondition (the object changed since Open), PermissionDenied (the
+// credential's role does not allow it), Unauthenticated (no or a wrong
+// credential), InvalidArgument, DeadlineExceeded.
 #ifndef LARDER_CLIENT_INCLUDE_LARDER_CLIENT_H_
 #define LARDER_CLIENT_INCLUDE_LARDER_CLIENT_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/config.h"
 
 namespace larder {
 
@@ -85,6 +88,12 @@ struct ClientOptions {
   // still pin bytes: a read never mixes two versions of an object. 0: off.
   // Default 1 h.
   absl::Duration metadata_stale_window = absl::Hours(1);
+
+  // TLS and the bearer token for the master and the workers (the client
+  // fields of SecurityOptions: tls_ca_file turns TLS on; tls_cert_file and
+  // tls_key_file are the client certificate; token_file, else $LARDER_TOKEN
+  // or $LARDER_TOKEN_FILE, the token). Default: plain, no token.
+  SecurityOptions security;
 };
 
 struct FileInfo {
@@ -93,6 +102,11 @@ struct FileInfo {
   uint64_t size = 0;
   std::string version;
   absl::Time mtime = absl::UnixEpoch();
+  // What the mount presents (MountEntry uid/gid/mode): unset ids = the
+  // reading process's own; mode 0 = 0444.
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  uint32_t mode = 0;
 };
 
 struct ListResult {

@@ -1,0 +1,490 @@
+// Copyright 2026 The Larder Authors.
+#include "common/security.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/auth_context.h>
+#include <grpcpp/support/client_interceptor.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace larder {
+namespace {
+
+constexpr size_t kMinTokenLength = 16;
+constexpr size_t kMaxFileBytes = 1 << 20;
+
+// The whole of a small file (a token, a PEM bundle). Errors name the file and
+// what it is for, never its contents.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+                                          absl::string_view what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    const std::string msg =
+        absl::StrCat("cannot read ", what, " ", path, ": ", std::strerror(e));
+    if (e == ENOENT) return absl::NotFoundError(msg);
+    if (e == EACCES || e == EPERM) return absl::PermissionDeniedError(msg);
+    return absl::InvalidArgumentError(msg);
+  }
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot read ", what, " ", path, ": ", std::strerror(e)));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > kMaxFileBytes) {
+      ::close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", path, " is larger than 1 MiB"));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// A token travels in an HTTP/2 header: printable ASCII, no spaces.
+absl::Status ValidateToken(absl::string_view token, absl::string_view where) {
+  if (token.size() < kMinTokenLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the token ", where, " is shorter than ", kMinTokenLength,
+                     " characters"));
+  }
+  for (char c : token) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the token ", where, " has a character other than printable ASCII"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Compares in time that depends on the lengths only, not on where the first
+// difference is.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0;
+    const unsigned char y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+absl::string_view ToView(grpc::string_ref r) { return {r.data(), r.size()}; }
+
+// Adds "authorization: Bearer <token>" to every call of a channel.
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const header_;
+};
+
+class TokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::shared_ptr<const std::string> header)
+      : header_(std::move(header)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(header_.get());
+  }
+
+ private:
+  const std::shared_ptr<const std::string> header_;
+};
+
+}  // namespace
+
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kAdmin:
+      return "admin";
+    case Role::kReader:
+      return "reader";
+    case Role::kNone:
+      break;
+  }
+  return "none";
+}
+
+absl::StatusOr<std::string> LoadClientToken(const std::string& token_file) {
+  std::string file = token_file;
+  std::string token;
+  if (file.empty()) {
+    const char* env = std::getenv("LARDER_TOKEN");
+    if (env != nullptr && *env != '\0') {
+      token = env;
+      LARDER_RETURN_IF_ERROR(ValidateToken(token, "in $LARDER_TOKEN"));
+      RegisterSecret(token);
+      return token;
+    }
+    const char* env_file = std::getenv("LARDER_TOKEN_FILE");
+    if (env_file == nullptr || *env_file == '\0') return std::string();
+    file = env_file;
+  }
+  LARDER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(file, "token file"));
+  RegisterSecret(text);
+  token = std::string(absl::StripAsciiWhitespace(absl::string_view(text).substr(
+      0, std::min(text.size(), text.find('\n')))));
+  if (token.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file ", file, " is empty"));
+  RegisterSecret(token);
+  LARDER_RETURN_IF_ERROR(ValidateToken(token, absl::StrCat("in ", file)));
+  return token;
+}
+
+absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(
+    const std::string& path) {
+  LARDER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, "tokens file"));
+  std::vector<TokenEntry> out;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    const std::string where = absl::StrCat(path, ":", line_no);
+    if (f.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": expected '<admin|reader> <token>' (", f.size(),
+                       " fields)"));
+    }
+    RegisterSecret(f[1]);
+    TokenEntry e;
+    if (f[0] == "admin") {
+      e.role = Role::kAdmin;
+    } else if (f[0] == "reader") {
+      e.role = Role::kReader;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unknown role (want admin or reader)"));
+    }
+    LARDER_RETURN_IF_ERROR(ValidateToken(f[1], absl::StrCat("at ", where)));
+    e.token = std::string(f[1]);
+    out.push_back(std::move(e));
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens file ", path, " lists no token"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const SecurityOptions& options) {
+  const bool cert = !options.tls_cert_file.empty();
+  const bool key = !options.tls_key_file.empty();
+  if (cert != key) {
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls_cert_file and --tls_key_file");
+  }
+  if (!cert) {
+    if (!options.tls_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_ca_file verifies client certificates only over TLS: set "
+          "--tls_cert_file and --tls_key_file too");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl(
+      options.tls_ca_file.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : (options.tls_require_client_cert
+                 ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                 : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY));
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  LARDER_ASSIGN_OR_RETURN(pair.private_key,
+                          ReadSmallFile(options.tls_key_file, "TLS key"));
+  RegisterSecret(pair.private_key);
+  LARDER_ASSIGN_OR_RETURN(
+      pair.cert_chain, ReadSmallFile(options.tls_cert_file, "TLS certificate"));
+  if (!absl::StrContains(pair.private_key, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS key ", options.tls_key_file, " is not a PEM private key"));
+  }
+  if (!absl::StrContains(pair.cert_chain, "-----BEGIN CERTIFICATE-----")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS certificate ", options.tls_cert_file,
+                     " is not a PEM certificate"));
+  }
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options.tls_ca_file.empty()) {
+    LARDER_ASSIGN_OR_RETURN(
+        ssl.pem_root_certs,
+        ReadSmallFile(options.tls_ca_file, "TLS CA bundle"));
+    if (!absl::StrContains(ssl.pem_root_certs, "-----BEGIN CERTIFICATE-----")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TLS CA bundle ", options.tls_ca_file, " holds no PEM certificate"));
+    }
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+bool IsTlsFailure(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kUnavailable) return false;
+  const std::string m = absl::AsciiStrToLower(status.message());
+  for (const char* s : {"handshake", "ssl", "tls", "certificate"}) {
+    if (absl::StrContains(m, s)) return true;
+  }
+  return false;
+}
+
+bool IsLoopbackAddress(absl::string_view listen) {
+  if (absl::StartsWith(listen, "unix:") ||
+      absl::StartsWith(listen, "unix-abstract:")) {
+    return true;
+  }
+  absl::string_view host = listen;
+  if (absl::StartsWith(host, "[")) {
+    const size_t close = host.find(']');
+    if (close == absl::string_view::npos) return false;
+    host = host.substr(1, close - 1);
+  } else if (std::count(host.begin(), host.end(), ':') == 1) {
+    host = host.substr(0, host.find(':'));
+  }
+  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
+  const std::string h(host);
+  in_addr v4;
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  if (::inet_pton(AF_INET6, h.c_str(), &v6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+absl::Status CheckExposure(absl::string_view component,
+                           absl::string_view listen,
+                           const SecurityOptions& options) {
+  const bool tls = !options.tls_cert_file.empty();
+  const bool certs = tls && !options.tls_ca_file.empty();
+  const bool tokens = !options.auth_tokens_file.empty();
+  const bool authenticates = certs || tokens;
+  if (IsLoopbackAddress(listen)) {
+    if (!authenticates) {
+      LARDER_LOG(WARNING, "security.no_authentication")
+          .Field("component", component)
+          .Field("listen", listen)
+          .Field("detail",
+                 "every local user may mount, evict and read; set "
+                 "--auth_tokens_file on a machine shared with other users");
+    }
+    return absl::OkStatus();
+  }
+  if (!authenticates) {
+    if (!options.allow_insecure_network) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to serve the ", component, " on ", listen,
+          " (beyond loopback) without authentication: anyone who can reach "
+          "it could mount, evict and read. Set --auth_tokens_file, or "
+          "--tls_cert_file/--tls_key_file/--tls_ca_file for client "
+          "certificates; or pass --allow_insecure_network to accept the "
+          "risk"));
+    }
+    LARDER_LOG(WARNING, "security.insecure_network")
+        .Field("component", component)
+        .Field("listen", listen)
+        .Field("detail",
+               "serving beyond loopback without authentication "
+               "(--allow_insecure_network)");
+  } else if (!tls) {
+    LARDER_LOG(WARNING, "security.plaintext_tokens")
+        .Field("component", component)
+        .Field("listen", listen)
+        .Field("detail",
+               "bearer tokens cross the network unencrypted; set "
+               "--tls_cert_file and --tls_key_file");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Create(
+    const SecurityOptions& options) {
+  std::unique_ptr<Authorizer> a(new Authorizer);
+  if (!options.auth_tokens_file.empty()) {
+    LARDER_ASSIGN_OR_RETURN(a->tokens_,
+                            LoadTokensFile(options.auth_tokens_file));
+  }
+  a->verify_client_certs_ =
+      !options.tls_cert_file.empty() && !options.tls_ca_file.empty();
+  a->admin_identities_ = options.tls_admin_identities;
+  a->enabled_ = !a->tokens_.empty() || a->verify_client_certs_;
+  return a;
+}
+
+Role Authorizer::RoleOf(const grpc::ServerContextBase& context) const {
+  if (!enabled_) return Role::kAdmin;
+  Role role = Role::kNone;
+  const auto& md = context.client_metadata();
+  if (auto it = md.find("authorization"); it != md.end()) {
+    absl::string_view v = ToView(it->second);
+    if (v.size() > 7 && absl::EqualsIgnoreCase(v.substr(0, 7), "bearer ")) {
+      v.remove_prefix(7);
+      for (const TokenEntry& e : tokens_) {
+        if (ConstantTimeEquals(v, e.token)) role = std::max(role, e.role);
+      }
+    }
+  }
+  if (verify_client_certs_ && role != Role::kAdmin) {
+    std::shared_ptr<const grpc::AuthContext> ac = context.auth_context();
+    if (ac != nullptr && ac->IsPeerAuthenticated()) {
+      role = std::max(role, Role::kReader);
+      for (const char* prop :
+           {"x509_subject_alternative_name", "x509_common_name"}) {
+        for (grpc::string_ref id : ac->FindPropertyValues(prop)) {
+          for (const std::string& admin : admin_identities_) {
+            if (ToView(id) == admin) role = Role::kAdmin;
+          }
+        }
+      }
+    }
+  }
+  return role;
+}
+
+grpc::Status Authorizer::Check(const grpc::ServerContextBase& context,
+                               Role needed, absl::string_view method) const {
+  if (!enabled_) return grpc::Status::OK;
+  const Role role = RoleOf(context);
+  if (role >= needed) return grpc::Status::OK;
+  grpc::Status refusal;
+  const auto& md = context.client_metadata();
+  const bool sent_token = md.find("authorization") != md.end();
+  if (role == Role::kNone && sent_token) {
+    refusal = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                           "the bearer token presented is not accepted here "
+                           "(check --token_file / $LARDER_TOKEN)");
+  } else if (role == Role::kNone) {
+    std::string expected;
+    if (!tokens_.empty()) {
+      expected =
+          "a bearer token (--token_file, $LARDER_TOKEN or "
+          "$LARDER_TOKEN_FILE)";
+    }
+    if (verify_client_certs_) {
+      absl::StrAppend(&expected, expected.empty() ? "" : " or ",
+                      "a client certificate from the cluster's CA "
+                      "(--tls_cert_file, --tls_key_file)");
+    }
+    refusal = grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        absl::StrCat("no credentials: ", method, " needs ", expected));
+  } else {
+    refusal =
+        grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                     absl::StrCat(method, " needs the ", RoleName(needed),
+                                  " role; the caller's credential has the ",
+                                  RoleName(role), " role"));
+  }
+  // At most one log line a second: a misconfigured client retries fast.
+  static std::atomic<int64_t> last_log_ns{0};
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t last = last_log_ns.load(std::memory_order_relaxed);
+  if (now - last >= 1000000000 &&
+      last_log_ns.compare_exchange_strong(last, now)) {
+    LARDER_LOG(WARNING, "auth.refused")
+        .Field("method", method)
+        .Field("peer", context.peer())
+        .Field("reason", refusal.error_message());
+  }
+  return refusal;
+}
+
+absl::StatusOr<std::shared_ptr<const ChannelFactory>> ChannelFactory::Create(
+    const SecurityOptions& options) {
+  std::shared_ptr<ChannelFactory> f(new ChannelFactory);
+  LARDER_ASSIGN_OR_RETURN(f->token_, LoadClientToken(options.token_file));
+  f->server_name_ = options.tls_server_name;
+  if (options.tls_ca_file.empty()) {
+    if (!options.tls_server_name.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_server_name needs --tls_ca_file (TLS is off without it)");
+    }
+    f->credentials_ = grpc::InsecureChannelCredentials();
+    return std::shared_ptr<const ChannelFactory>(std::move(f));
+  }
+  grpc::SslCredentialsOptions ssl;
+  LARDER_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                          ReadSmallFile(options.tls_ca_file, "TLS CA bundle"));
+  if (!absl::StrContains(ssl.pem_root_certs, "-----BEGIN CERTIFICATE-----")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS CA bundle ", options.tls_ca_file, " holds no PEM certificate"));
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs both --tls_cert_file and --tls_key_file");
+  }
+  if (!options.tls_cert_file.empty()) {
+    LARDER_ASSIGN_OR_RETURN(ssl.pem_private_key,
+                            ReadSmallFile(options.tls_key_file, "TLS key"));
+    RegisterSecret(ssl.pem_private_key);
+    LARDER_ASSIGN_OR_RETURN(
+        ssl.pem_cert_chain,
+        ReadSmallFile(options.tls_cert_file, "TLS certificate"));
+  }
+  f->credentials_ = grpc::SslCredentials(ssl);
+  f->tls_ = true;
+  return std::shared_ptr<const ChannelFactory>(std::move(f));
+}
+
+std::shared_ptr<const ChannelFactory> ChannelFactory::Insecure() {
+  static const std::shared_ptr<const ChannelFactory> insecure = [] {
+    std::shared_ptr<ChannelFactory> f(new ChannelFactory);
+    f->credentials_ = grpc::InsecureChannelCredentials();
+    return f;
+  }();
+  return insecure;
+}
+
+std::shared_ptr<grpc::Channel> ChannelFactory::Channel(
+    const std::string& target, grpc::ChannelArguments args) const {
+  if (!server_name_.empty()) args.SetSslTargetNameOverride(server_name_);
+  if (token_.empty())
+    return grpc::CreateCustomChannel(target, credentials_, args);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(
+      std::make_shared<const std::string>(absl::StrCat("Bearer ", token_))));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      target, credentials_, args, std::move(interceptors));
+}
+
+}  // namespace larder
