@@ -106,10 +106,11 @@ absl::Status Rpc(const grpc::Status& s) {
   absl::Status st = FromGrpcStatus(s);
   if (!FromLarderServer(s) && IsTlsFailure(st)) {
     return absl::UnavailableError(absl::StrCat(
-        "TLS with the Larder master at ", MasterOrDefault(), " failed (",
-        st.message(),
-        "): check --tls_ca_file, --tls_cert_file/--tls_key_file and "
-        "--tls_server_name"));
+        "the Larder master at ", MasterOrDefault(),
+        " closed the connection during set-up (", st.message(),
+        "): if it serves TLS, set --tls_ca_file to the cluster's CA, and "
+        "--tls_cert_file/--tls_key_file if it wants a client certificate; "
+        "check --tls_server_name"));
   }
   if (st.code() == absl::StatusCode::kUnavailable ||
       st.code() == absl::StatusCode::kDeadlineExceeded) {

@@ -260,7 +260,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
 bool IsTlsFailure(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kUnavailable) return false;
   const std::string m = absl::AsciiStrToLower(status.message());
-  for (const char* s : {"handshake", "ssl", "tls", "certificate"}) {
+  // gRPC's client sees a refused handshake as the peer closing the socket
+  // during connection set-up.
+  for (const char* s :
+       {"handshake", "ssl", "tls", "certificate", "socket closed"}) {
     if (absl::StrContains(m, s)) return true;
   }
   return false;

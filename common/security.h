@@ -94,9 +94,10 @@ absl::Status CheckExposure(absl::string_view component,
                            absl::string_view listen,
                            const SecurityOptions& options);
 
-// Whether a client-side UNAVAILABLE came from a failed TLS handshake (a
-// server or client certificate that was refused, TLS against a plain port)
-// rather than from an unreachable server.
+// Whether a client-side UNAVAILABLE looks like a failed TLS handshake (a
+// server or client certificate that was refused, plain gRPC against a TLS
+// port: gRPC reports those as the socket closed during set-up) rather than
+// an unreachable server.
 bool IsTlsFailure(const absl::Status& status);
 
 // True for 127.0.0.0/8, ::1, "localhost" and unix: addresses.

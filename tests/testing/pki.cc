@@ -1,6 +1,8 @@
 // Copyright 2026 The Larder Authors.
 #include "tests/testing/pki.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -68,6 +70,14 @@ chmod 600 *.key
   if (st.ok()) st = WriteFile(p->admin_token_file(), p->admin_token_ + "\n");
   if (st.ok()) st = WriteFile(p->reader_token_file(), p->reader_token_ + "\n");
   if (!st.ok()) return st;
+  // As an operator would leave them: the CA and certificates readable by
+  // all, keys and tokens by root only.
+  ::chmod(p->dir().c_str(), 0755);
+  for (const std::string& f :
+       {p->tokens_file(), p->admin_token_file(), p->reader_token_file()})
+    ::chmod(f.c_str(), 0600);
+  for (const char* pem : {"ca", "otherca", "node", "admin", "reader", "rogue"})
+    ::chmod(absl::StrCat(p->dir(), "/", pem, ".pem").c_str(), 0644);
   return p;
 }
 

@@ -1,0 +1,501 @@
+// Copyright 2026 The Larder Authors.
+//
+// Security with real processes on loopback and real certificates made by
+// `openssl` (tests/testing/pki.h): TLS refuses clients outside the cluster's
+// CA, roles decide what a caller may do, an unprivileged local user (uid
+// 65534, via setpriv) reads no root-only data through the CLI or a FUSE
+// mount, the short-circuit socket refuses peers it does not allow (their
+// reads go over gRPC), and no secret reaches a log or a command line.
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/security.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "larder/client.h"
+#include "proto/master.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
+#include "tests/testing/pki.h"
+#include "tests/testing/process.h"
+#include "tests/testing/worker_process.h"
+
+namespace larder {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kNobody[] =
+    "setpriv --reuid=65534 --regid=65534 --clear-groups -- ";
+
+struct CliResult {
+  int exit_code;
+  std::string output;  // stdout + stderr
+};
+
+// Runs `command` (a shell command line) and returns its exit code and output.
+CliResult Shell(const std::string& command) {
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string Larder(const std::string& args) {
+  return absl::StrCat(LARDER_CLI_BINARY, " ", args);
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pki = testing::Pki::Create();
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = std::move(*pki);
+    // The under-store: a public directory, a root-only one (0700, its file
+    // 0600) and one for a group.
+    ASSERT_EQ(::chmod(data_.path().c_str(), 0755), 0);
+    ASSERT_TRUE(
+        testing::WriteFile(data_.path() + "/public/a.txt", "public-bytes")
+            .ok());
+    ASSERT_TRUE(
+        testing::WriteFile(data_.path() + "/private/secret.txt", "TOPSECRET-99")
+            .ok());
+    ASSERT_EQ(::chmod((data_.path() + "/private").c_str(), 0700), 0);
+    ASSERT_EQ(::chmod((data_.path() + "/private/secret.txt").c_str(), 0600), 0);
+    ASSERT_TRUE(
+        testing::WriteFile(data_.path() + "/team/t.txt", "team-bytes").ok());
+
+    std::vector<std::string> node = pki_->NodeFlags();
+    node.push_back("--log_level=debug");
+    std::vector<std::string> mflags = node;
+    mflags.push_back(absl::StrCat("--allowed_file_roots=", data_.path()));
+    auto master = testing::MasterProcess::Start(mflags);
+    ASSERT_TRUE(master.ok()) << master.status();
+    master_ = std::move(*master);
+    std::vector<std::string> wflags = node;
+    wflags.push_back(absl::StrCat("--master=", master_->address()));
+    wflags.push_back(absl::StrCat("--allowed_file_roots=", data_.path()));
+    wflags.push_back("--ram_capacity=64MiB");
+    auto worker = testing::WorkerProcess::Start(wflags);
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    worker_ = std::move(*worker);
+    admin_ = MasterStub(pki_->Client(Role::kAdmin));
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          v1::Ring ring;
+          grpc::ClientContext ctx;
+          return admin_->GetRing(&ctx, v1::GetRingRequest(), &ring).ok() &&
+                 ring.workers_size() == 1;
+        },
+        absl::Seconds(20)));
+  }
+
+  std::unique_ptr<v1::Master::Stub> MasterStub(const SecurityOptions& o) {
+    auto f = ChannelFactory::Create(o);
+    EXPECT_TRUE(f.ok()) << f.status();
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return v1::Master::NewStub((*f)->Channel(master_->address(), args));
+  }
+  std::unique_ptr<v1::WorkerData::Stub> WorkerStub(const SecurityOptions& o) {
+    auto f = ChannelFactory::Create(o);
+    EXPECT_TRUE(f.ok()) << f.status();
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return v1::WorkerData::NewStub((*f)->Channel(worker_->address(), args));
+  }
+  static grpc::Status GetRing(v1::Master::Stub& stub) {
+    v1::Ring ring;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    return stub.GetRing(&ctx, v1::GetRingRequest(), &ring);
+  }
+  static grpc::Status GetStats(v1::WorkerData::Stub& stub) {
+    v1::GetStatsResponse r;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    return stub.GetStats(&ctx, v1::GetStatsRequest(), &r);
+  }
+  static grpc::Status AddMount(v1::Master::Stub& stub, const std::string& path,
+                               const std::string& uri, int uid = -1,
+                               int gid = -1, uint32_t mode = 0) {
+    v1::AddMountRequest req;
+    req.mutable_mount()->set_path(path);
+    req.mutable_mount()->set_uri(uri);
+    if (uid >= 0) req.mutable_mount()->set_uid(static_cast<uint32_t>(uid));
+    if (gid >= 0) req.mutable_mount()->set_gid(static_cast<uint32_t>(gid));
+    req.mutable_mount()->set_mode(mode);
+    v1::MountTable t;
+    grpc::ClientContext ctx;
+    return stub.AddMount(&ctx, req, &t);
+  }
+  void MountAll() {
+    ASSERT_TRUE(AddMount(*admin_, "/ds/public",
+                         absl::StrCat("file://", data_.path(), "/public"))
+                    .ok());
+    // Root-only: what it is in the under-store.
+    ASSERT_TRUE(AddMount(*admin_, "/ds/private",
+                         absl::StrCat("file://", data_.path(), "/private"), 0,
+                         0, 0400)
+                    .ok());
+    ASSERT_TRUE(AddMount(*admin_, "/ds/team",
+                         absl::StrCat("file://", data_.path(), "/team"), 0,
+                         4242, 0440)
+                    .ok());
+  }
+  std::string ClientFlags(const std::string& token_file = "") const {
+    return absl::StrCat(
+        "--master=", master_->address(), " --tls_ca_file=", pki_->ca(),
+        token_file.empty() ? "" : absl::StrCat(" --token_file=", token_file));
+  }
+
+  testing::TempDir data_;
+  std::unique_ptr<testing::Pki> pki_;
+  std::unique_ptr<testing::MasterProcess> master_;
+  std::unique_ptr<testing::WorkerProcess> worker_;
+  std::unique_ptr<v1::Master::Stub> admin_;
+};
+
+TEST_F(SecurityTest, TlsServersRefuseClientsOutsideTheClusterCa) {
+  // Plain gRPC to a TLS port.
+  SecurityOptions plain;
+  EXPECT_FALSE(GetRing(*MasterStub(plain)).ok());
+  EXPECT_FALSE(GetStats(*WorkerStub(plain)).ok());
+  // TLS, but no certificate and no token.
+  SecurityOptions anonymous;
+  anonymous.tls_ca_file = pki_->ca();
+  grpc::Status s = GetRing(*MasterStub(anonymous));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("no credentials"));
+  EXPECT_THAT(s.error_message(), HasSubstr("bearer token"));
+  EXPECT_THAT(s.error_message(), HasSubstr("client certificate"));
+  EXPECT_EQ(GetStats(*WorkerStub(anonymous)).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // A certificate from another CA (even one naming an admin).
+  SecurityOptions rogue = anonymous;
+  rogue.tls_cert_file = pki_->rogue().cert;
+  rogue.tls_key_file = pki_->rogue().key;
+  s = GetRing(*MasterStub(rogue));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_EQ(GetStats(*WorkerStub(rogue)).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // A client that trusts another CA does not accept the servers.
+  SecurityOptions distrust;
+  distrust.tls_ca_file = pki_->dir() + "/otherca.pem";
+  distrust.token_file = pki_->admin_token_file();
+  EXPECT_FALSE(GetRing(*MasterStub(distrust)).ok());
+  EXPECT_FALSE(GetStats(*WorkerStub(distrust)).ok());
+  // The cluster's certificates are let in.
+  SecurityOptions reader = anonymous;
+  reader.tls_cert_file = pki_->reader().cert;
+  reader.tls_key_file = pki_->reader().key;
+  EXPECT_TRUE(GetRing(*MasterStub(reader)).ok());
+  EXPECT_TRUE(GetStats(*WorkerStub(reader)).ok());
+
+  // --tls_require_client_cert: a token alone is not enough.
+  std::vector<std::string> flags = pki_->NodeFlags();
+  flags.push_back("--tls_require_client_cert");
+  auto strict = testing::MasterProcess::Start(flags);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  auto f = ChannelFactory::Create(pki_->Client(Role::kAdmin));
+  ASSERT_TRUE(f.ok());
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = v1::Master::NewStub((*f)->Channel((*strict)->address(), args));
+  EXPECT_EQ(GetRing(*stub).error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto g = ChannelFactory::Create(reader);
+  stub = v1::Master::NewStub((*g)->Channel((*strict)->address(), args));
+  EXPECT_TRUE(GetRing(*stub).ok());
+}
+
+TEST_F(SecurityTest, RolesDecideWhatACallerMayDo) {
+  const std::string uri = absl::StrCat("file://", data_.path(), "/public");
+  // A reader token reads but cannot mount, invalidate or evict.
+  auto reader = MasterStub(pki_->Client(Role::kReader));
+  EXPECT_TRUE(GetRing(*reader).ok());
+  grpc::Status s = AddMount(*reader, "/r", uri);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("AddMount needs the admin role; the caller's "
+                        "credential has the reader role"));
+  {
+    v1::InvalidateRequest req;
+    req.set_path("/r");
+    v1::InvalidateResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(reader->Invalidate(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    v1::EvictBlocksRequest req;
+    req.set_path_prefix("/");
+    v1::EvictBlocksResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(WorkerStub(pki_->Client(Role::kReader))
+                  ->EvictBlocks(&ctx, req, &resp)
+                  .error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {  // A worker's registration is an admin's act too.
+    v1::RegisterWorkerRequest req;
+    req.mutable_worker()->set_id("intruder");
+    req.mutable_worker()->set_address("127.0.0.1:1");
+    v1::RegisterWorkerResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(reader->RegisterWorker(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // A wrong token is refused, without being echoed.
+  const std::string wrong = pki_->dir() + "/wrong.token";
+  ASSERT_TRUE(testing::WriteFile(wrong, "not-a-valid-token-123456\n").ok());
+  SecurityOptions bad = pki_->Client(Role::kNone);
+  bad.token_file = wrong;
+  s = GetRing(*MasterStub(bad));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), Not(HasSubstr("not-a-valid-token")));
+  // The admin token and the admin certificate may mount.
+  EXPECT_TRUE(AddMount(*admin_, "/a1", uri).ok());
+  SecurityOptions admin_cert = pki_->Client(Role::kNone);
+  admin_cert.tls_cert_file = pki_->admin().cert;
+  admin_cert.tls_key_file = pki_->admin().key;
+  EXPECT_TRUE(AddMount(*MasterStub(admin_cert), "/a2", uri).ok());
+  SecurityOptions reader_cert = pki_->Client(Role::kNone);
+  reader_cert.tls_cert_file = pki_->reader().cert;
+  reader_cert.tls_key_file = pki_->reader().key;
+  EXPECT_EQ(AddMount(*MasterStub(reader_cert), "/a3", uri).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  // The client library: a reader reads; no credential is a clear error.
+  ClientOptions co;
+  co.master = master_->address();
+  co.node = "elsewhere";  // Over gRPC.
+  co.security = pki_->Client(Role::kReader);
+  auto client = Client::Connect(co);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto file = (*client)->Open("/a1/a.txt");
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::string buf(64, '\0');
+  auto n = (*file)->Read(0, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(buf.substr(0, *n), "public-bytes");
+  co.security = pki_->Client(Role::kNone);
+  auto none = Client::Connect(co);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(SecurityTest, TheCliNamesTheMissingCredentialAndExitsWith4) {
+  const std::string uri = absl::StrCat("file://", data_.path(), "/public");
+  CliResult r = Shell(Larder(absl::StrCat(
+      "mount /x ", uri, " ", ClientFlags(pki_->reader_token_file()))));
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("AddMount needs the admin role"));
+  EXPECT_THAT(r.output, Not(HasSubstr(pki_->reader_token())));
+  r = Shell(Larder(absl::StrCat("ls / ", ClientFlags())));
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("no credentials"));
+  // The environment carries a token as well as a file.
+  r = Shell(
+      absl::StrCat("LARDER_TOKEN=", pki_->admin_token(), " ",
+                   Larder(absl::StrCat("mount /x ", uri, " ", ClientFlags()))));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // TLS missing on the client: named as a TLS problem.
+  r = Shell(Larder(absl::StrCat("ring --master=", master_->address(),
+                                " --token_file=", pki_->reader_token_file())));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("if it serves TLS, set --tls_ca_file"));
+  // An unreadable token file names the file.
+  r = Shell(Larder(absl::StrCat("ring ", ClientFlags(pki_->dir() + "/nope"))));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot read token file"));
+}
+
+TEST_F(SecurityTest, AnUnprivilegedUserReadsNoRootOnlyData) {
+  MountAll();
+  // Without a token (root's token files are 0600), nothing: not a mount,
+  // not a read, even of the public data.
+  for (const std::string& args :
+       {absl::StrCat("mount /pwn file://", data_.path(), "/private"),
+        std::string("cat /ds/private/secret.txt"),
+        std::string("cat /ds/public/a.txt")}) {
+    CliResult r =
+        Shell(absl::StrCat(kNobody, Larder(args), " ", ClientFlags()));
+    EXPECT_EQ(r.exit_code, 4) << args << ": " << r.output;
+    EXPECT_THAT(r.output, Not(HasSubstr("TOPSECRET")));
+  }
+  CliResult r = Shell(absl::StrCat(kNobody, Larder("mount /pwn file:///etc"),
+                                   " ", ClientFlags(pki_->admin_token_file())));
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot read token file"));
+
+  // Through FUSE (allow_other, default_permissions), run by root: the
+  // mount's owner and mode decide.
+  auto fuse = testing::FuseProcess::Start(
+      master_->address(),
+      {absl::StrCat("--tls_ca_file=", pki_->ca()),
+       absl::StrCat("--tls_cert_file=", pki_->reader().cert),
+       absl::StrCat("--tls_key_file=", pki_->reader().key)});
+  ASSERT_TRUE(fuse.ok()) << fuse.status();
+  const std::string mnt = (*fuse)->mountpoint();
+  ASSERT_EQ(::chmod(std::filesystem::path(mnt).parent_path().c_str(), 0755), 0);
+  r = Shell(absl::StrCat(kNobody, "cat ", mnt, "/ds/public/a.txt"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "public-bytes");
+  r = Shell(absl::StrCat(kNobody, "cat ", mnt, "/ds/private/secret.txt"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("Permission denied"));
+  EXPECT_THAT(r.output, Not(HasSubstr("TOPSECRET")));
+  r = Shell(absl::StrCat("stat -c '%u %g %a' ", mnt, "/ds/private/secret.txt ",
+                         mnt, "/ds/team ", mnt, "/ds/team/t.txt"));
+  EXPECT_EQ(r.output, "0 0 400\n0 4242 550\n0 4242 440\n");
+  // The group's members read the group's dataset; others do not.
+  r = Shell(
+      absl::StrCat("setpriv --reuid=65534 --regid=4242 --clear-groups -- cat ",
+                   mnt, "/ds/team/t.txt"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "team-bytes");
+  r = Shell(absl::StrCat(kNobody, "cat ", mnt, "/ds/team/t.txt"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  // Root still reads it (as the under-store would let it).
+  r = Shell(absl::StrCat("cat ", mnt, "/ds/private/secret.txt"));
+  EXPECT_EQ(r.output, "TOPSECRET-99");
+}
+
+TEST_F(SecurityTest,
+       ShortCircuitRefusesPeersItDoesNotAllowAndTheyReadOverGrpc) {
+  MountAll();
+  const std::string grpc_bytes =
+      "larder_worker_served_path_bytes_total{path=\"grpc\"}";
+  const std::string sc_bytes =
+      "larder_worker_served_path_bytes_total{path=\"short_circuit\"}";
+  struct stat st;
+  ASSERT_EQ(::stat(worker_->socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  // As root (allowed): short-circuit.
+  const std::string cat =
+      Larder(absl::StrCat("cat /ds/public/a.txt ", ClientFlags()));
+  CliResult r =
+      Shell(absl::StrCat("LARDER_TOKEN=", pki_->reader_token(), " ", cat));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double sc0 = worker_->Metric(sc_bytes).value_or(0);
+  const double grpc0 = worker_->Metric(grpc_bytes).value_or(0);
+  EXPECT_GT(sc0, 0);
+  // A socket whose mode lets anyone connect (a mistake): the peer check
+  // still refuses uid 65534, whose read goes over gRPC with its token.
+  ASSERT_EQ(
+      ::chmod(
+          std::filesystem::path(worker_->socket_path()).parent_path().c_str(),
+          0755),
+      0);
+  ASSERT_EQ(::chmod(worker_->socket_path().c_str(), 0666), 0);
+  for (int i = 0; i < 2; ++i) {
+    r = Shell(
+        absl::StrCat("LARDER_TOKEN=", pki_->reader_token(), " ", kNobody, cat));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("public-bytes"));
+    EXPECT_THAT(r.output, HasSubstr("client.short_circuit_refused"));
+  }
+  EXPECT_EQ(worker_->Metric(sc_bytes).value_or(0), sc0);
+  EXPECT_GE(worker_->Metric(grpc_bytes).value_or(0), grpc0 + 2 * 12);
+  auto log = testing::ReadFile(worker_->log_path());
+  ASSERT_TRUE(log.ok());
+  size_t refusals = 0;
+  for (size_t at = log->find("short_circuit.refused"); at != std::string::npos;
+       at = log->find("short_circuit.refused", at + 1))
+    ++refusals;
+  EXPECT_EQ(refusals, 1u) << "logged once per uid";
+  EXPECT_THAT(*log, HasSubstr("uid 65534"));
+  // Without the reader token the gRPC path refuses it too.
+  r = Shell(absl::StrCat(kNobody, cat));
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+}
+
+TEST_F(SecurityTest, NoSecretReachesALogOrACommandLine) {
+  MountAll();
+  // Successes and refusals, with every daemon at --log_level=debug.
+  Shell(Larder(absl::StrCat("cat /ds/public/a.txt --log_level=debug ",
+                            ClientFlags(pki_->reader_token_file()))));
+  Shell(Larder(absl::StrCat("mount /y file:///etc --log_level=debug ",
+                            ClientFlags(pki_->reader_token_file()))));
+  const std::string wrong = pki_->dir() + "/wrong.token";
+  ASSERT_TRUE(testing::WriteFile(wrong, "wrong-token-abcdefgh-1234\n").ok());
+  CliResult cli = Shell(
+      Larder(absl::StrCat("ls / --log_level=debug ", ClientFlags(wrong))));
+  EXPECT_EQ(cli.exit_code, 4);
+  EXPECT_THAT(cli.output, Not(HasSubstr("wrong-token-abcdefgh")));
+
+  std::vector<std::string> secrets = {pki_->admin_token(),
+                                      pki_->reader_token()};
+  // The body of every private key (its base64 lines).
+  for (const std::string& key :
+       {pki_->node().key, pki_->admin().key, pki_->reader().key}) {
+    auto text = testing::ReadFile(key);
+    ASSERT_TRUE(text.ok());
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      if (line.size() > 20 && line[0] != '-') secrets.emplace_back(line);
+    }
+  }
+  ASSERT_GT(secrets.size(), 4u);
+  for (const std::string& path : {master_->log_path(), worker_->log_path()}) {
+    auto log = testing::ReadFile(path);
+    ASSERT_TRUE(log.ok());
+    if (path == master_->log_path())
+      EXPECT_THAT(*log, HasSubstr("auth.refused"));
+    for (const std::string& s : secrets)
+      EXPECT_THAT(*log, Not(HasSubstr(s))) << path;
+  }
+  for (pid_t pid : {master_->pid(), worker_->pid()}) {
+    auto cmdline = testing::ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    ASSERT_TRUE(cmdline.ok());
+    EXPECT_THAT(*cmdline, HasSubstr("--auth_tokens_file="));
+    for (const std::string& s : secrets)
+      EXPECT_THAT(*cmdline, Not(HasSubstr(s)));
+  }
+}
+
+// Every port is loopback unless a flag names another address; beyond
+// loopback a daemon that authenticates no one refuses to start unless told
+// --allow_insecure_network.
+TEST(SecurityDaemonTest, LoopbackByDefaultAndNoUnauthenticatedNetworkPorts) {
+  CliResult help = Shell(Larder("master --helpfull"));
+  for (const char* flag : {"master_listen", "master_metrics_listen", "listen",
+                           "metrics_listen", "fuse_metrics_listen"}) {
+    const size_t at = help.output.find(absl::StrCat("--", flag, " ("));
+    ASSERT_NE(at, std::string::npos) << flag;
+    const size_t def = help.output.find("default: ", at);
+    EXPECT_EQ(help.output.substr(def, 20), "default: \"127.0.0.1:") << flag;
+  }
+  testing::TempDir dir;
+  const std::string state = absl::StrCat(" --state_dir=", dir.path());
+  CliResult r = Shell(Larder(absl::StrCat(
+      "master --master_listen=0.0.0.0:0 --master_metrics_listen=", state)));
+  EXPECT_EQ(r.exit_code, 6) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("refusing to serve the master on "
+                                  "0.0.0.0:0 (beyond loopback) without "
+                                  "authentication"));
+  EXPECT_THAT(r.output, HasSubstr("--allow_insecure_network"));
+  r = Shell(Larder("worker --listen=0.0.0.0:0 --metrics_listen="));
+  EXPECT_EQ(r.exit_code, 6) << r.output;
+  // Told so, it starts, with a warning (killed by timeout: exit 124).
+  r = Shell(absl::StrCat(
+      "timeout 3 ",
+      Larder(absl::StrCat("master --master_listen=0.0.0.0:0 "
+                          "--master_metrics_listen= --allow_insecure_network",
+                          state))));
+  EXPECT_EQ(r.exit_code, 124) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("security.insecure_network"));
+}
+
+}  // namespace
+}  // namespace larder
