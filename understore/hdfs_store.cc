@@ -49,7 +49,8 @@ std::string Text(const Struct& s, const char* name) {
 
 uint64_t Number(const Struct& s, const char* name) {
   const Value* v = Field(s, name);
-  return v != nullptr && v->number_value() > 0
+  // Negative, NaN or beyond 2^63 (no real size or time): 0.
+  return v != nullptr && v->number_value() > 0 && v->number_value() < 9.2e18
              ? static_cast<uint64_t>(std::llround(v->number_value()))
              : 0;
 }
@@ -69,6 +70,62 @@ ObjectInfo FromFileStatus(const Struct& fs, std::string rel) {
 }
 
 }  // namespace
+
+namespace webhdfs {
+
+absl::StatusOr<ObjectInfo> ParseFileStatus(const std::string& body,
+                                           const std::string& rel,
+                                           const std::string& shown) {
+  LARDER_ASSIGN_OR_RETURN(Struct doc, ParseJson(body));
+  const Struct* fs = Object(doc, "FileStatus");
+  if (fs == nullptr)
+    return absl::InternalError(absl::StrCat("WebHDFS stat of ", shown,
+                                            ": no FileStatus in the answer"));
+  return FromFileStatus(*fs, rel);
+}
+
+absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> ParseListing(
+    const std::string& body, const std::string& rel, const std::string& shown,
+    const std::string& after, bool batch) {
+  LARDER_ASSIGN_OR_RETURN(Struct doc, ParseJson(body));
+  const Struct* statuses = nullptr;
+  bool more = false;
+  if (batch) {
+    const Struct* listing = Object(doc, "DirectoryListing");
+    const Struct* partial =
+        listing ? Object(*listing, "partialListing") : nullptr;
+    statuses = partial ? Object(*partial, "FileStatuses") : nullptr;
+    more = listing && Number(*listing, "remainingEntries") > 0;
+  } else {
+    statuses = Object(doc, "FileStatuses");
+  }
+  std::vector<ObjectInfo> out;
+  const Value* list = statuses ? Field(*statuses, "FileStatus") : nullptr;
+  if (list == nullptr || !list->has_list_value())
+    return std::make_pair(out, false);
+  for (const Value& v : list->list_value().values()) {
+    if (!v.has_struct_value()) continue;
+    const std::string name = Text(v.struct_value(), "pathSuffix");
+    if (name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WebHDFS list of ", shown, ": it is a file, not a directory"));
+    }
+    // One path component: a name that climbs or descends would put an
+    // entry outside the directory listed.
+    if (name == "." || name == ".." ||
+        name.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WebHDFS list of ", shown,
+                       ": the namenode answered with an entry name that is "
+                       "not one path component"));
+    }
+    if (!after.empty() && name <= after) continue;  // LISTSTATUS fallback.
+    out.push_back(FromFileStatus(v.struct_value(), JoinStorePath(rel, name)));
+  }
+  return std::make_pair(std::move(out), more);
+}
+
+}  // namespace webhdfs
 
 absl::StatusOr<std::unique_ptr<HdfsStore>> HdfsStore::Open(
     const StoreUri& uri, const UnderStoreOptions& options) {
@@ -180,12 +237,7 @@ absl::StatusOr<ObjectInfo> HdfsStore::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
   LARDER_ASSIGN_OR_RETURN(HttpResponse r,
                           Get(Url(rel, "GETFILESTATUS"), "stat", rel));
-  LARDER_ASSIGN_OR_RETURN(Struct doc, ParseJson(r.body));
-  const Struct* fs = Object(doc, "FileStatus");
-  if (fs == nullptr)
-    return absl::InternalError(absl::StrCat("WebHDFS stat of ", HdfsPath(rel),
-                                            ": no FileStatus in the answer"));
-  return FromFileStatus(*fs, rel);
+  return webhdfs::ParseFileStatus(r.body, rel, HdfsPath(rel));
 }
 
 absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> HdfsStore::ListBatch(
@@ -194,41 +246,13 @@ absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> HdfsStore::ListBatch(
   if (!after.empty()) extra.emplace_back("startAfter", after);
   absl::StatusOr<HttpResponse> r =
       Get(Url(rel, "LISTSTATUS_BATCH", extra), "list", rel);
-  const Struct* statuses = nullptr;
-  bool more = false;
-  absl::StatusOr<Struct> doc;
-  if (r.ok()) {
-    LARDER_ASSIGN_OR_RETURN(doc, ParseJson(r->body));
-    const Struct* listing = Object(*doc, "DirectoryListing");
-    const Struct* partial =
-        listing ? Object(*listing, "partialListing") : nullptr;
-    statuses = partial ? Object(*partial, "FileStatuses") : nullptr;
-    more = listing && Number(*listing, "remainingEntries") > 0;
-  } else if (r.status().code() == absl::StatusCode::kUnimplemented) {
-    // Before Hadoop 2.8: one LISTSTATUS of the whole directory.
-    LARDER_ASSIGN_OR_RETURN(HttpResponse all,
-                            Get(Url(rel, "LISTSTATUS"), "list", rel));
-    LARDER_ASSIGN_OR_RETURN(doc, ParseJson(all.body));
-    statuses = Object(*doc, "FileStatuses");
-  } else {
-    return r.status();
-  }
-  std::vector<ObjectInfo> out;
-  const Value* list = statuses ? Field(*statuses, "FileStatus") : nullptr;
-  if (list == nullptr || !list->has_list_value())
-    return std::make_pair(out, false);
-  for (const Value& v : list->list_value().values()) {
-    if (!v.has_struct_value()) continue;
-    const std::string name = Text(v.struct_value(), "pathSuffix");
-    if (name.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("WebHDFS list of ", HdfsPath(rel),
-                       ": it is a file, not a directory"));
-    }
-    if (!after.empty() && name <= after) continue;  // LISTSTATUS fallback.
-    out.push_back(FromFileStatus(v.struct_value(), JoinStorePath(rel, name)));
-  }
-  return std::make_pair(std::move(out), more);
+  if (r.ok())
+    return webhdfs::ParseListing(r->body, rel, HdfsPath(rel), after, true);
+  if (r.status().code() != absl::StatusCode::kUnimplemented) return r.status();
+  // Before Hadoop 2.8: one LISTSTATUS of the whole directory.
+  LARDER_ASSIGN_OR_RETURN(HttpResponse all,
+                          Get(Url(rel, "LISTSTATUS"), "list", rel));
+  return webhdfs::ParseListing(all.body, rel, HdfsPath(rel), after, false);
 }
 
 absl::Status HdfsStore::Walk(const std::string& rel, const std::string& after,

@@ -40,6 +40,23 @@
 
 namespace larder {
 
+// The JSON of WebHDFS answers, parsed (exposed for the randomized-input
+// tests). `rel` is the store path asked about.
+namespace webhdfs {
+// A GETFILESTATUS answer. Errors: Internal (not JSON, no FileStatus).
+// `shown` is the path errors name.
+absl::StatusOr<ObjectInfo> ParseFileStatus(const std::string& body,
+                                           const std::string& rel,
+                                           const std::string& shown);
+// A LISTSTATUS_BATCH answer (`batch`: DirectoryListing, with the count of
+// remaining entries) or a LISTSTATUS one: the entries after `after`, and
+// whether more remain. Errors: Internal (not JSON), InvalidArgument (`rel`
+// is a file; a name that is not one path component).
+absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> ParseListing(
+    const std::string& body, const std::string& rel, const std::string& shown,
+    const std::string& after, bool batch);
+}  // namespace webhdfs
+
 class HdfsStore final : public UnderStore {
  public:
   // Errors: InvalidArgument (bad URI or option).

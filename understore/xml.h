@@ -32,6 +32,8 @@ struct XmlElement {
 
 // Parses a document; returns its root element.
 // Errors: InvalidArgument (not well-formed XML).
+// Larger answers are refused (a list page of 1,000 keys is ~300 KiB).
+inline constexpr size_t kMaxXmlBytes = 64 << 20;
 absl::StatusOr<XmlElement> ParseXml(absl::string_view document);
 
 }  // namespace larder
