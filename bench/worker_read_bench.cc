@@ -6,7 +6,9 @@
 // run: `dd bs=4M` of a page-cached local file, and a plain TCP loopback
 // transfer. Prints a table of medians over several rounds, with the CPU time
 // and context switches each path costs per byte (this driver and the worker
-// together).
+// together). The gRPC reads are measured twice: plain, and over TLS with a
+// bearer token (a second worker with real certificates made by openssl),
+// which is what remote reads cost in a secured cluster.
 //
 //   build/bench/worker_read_bench [--object_mib=1024] [--rounds=5]
 //       [--only=grpc-view1,tcp1]
@@ -43,6 +45,8 @@
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/log.h"
+#include "common/security.h"
+#include "tests/testing/pki.h"
 #include "tests/testing/process.h"
 #include "tests/testing/worker_process.h"
 #include "understore/factory.h"
@@ -200,6 +204,7 @@ int Run() {
     std::vector<double> gbps;
     std::vector<double> cpu_per_gb;        // Both processes, CPU-s per GB.
     std::vector<double> switches_per_mib;  // Context switches, both.
+    pid_t pid = 0;  // The worker serving it; 0 = the plain one.
   };
   std::vector<Config> configs;
   configs.push_back({"dd", "ceiling: dd bs=4M, page-cached file", 1,
@@ -242,6 +247,48 @@ int Run() {
                  return v.ok() && v->size() == id(i).length();
                });
          }});
+  }
+  // The same reads over TLS with a token, from a worker serving TLS.
+  auto pki = testing::Pki::Create();
+  if (!pki.ok()) {
+    std::fprintf(stderr, "%s\n", pki.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<std::string> tls_flags = {
+      absl::StrCat("--mount=bench=file://", dir.path(), "/data"),
+      absl::StrCat("--ram_capacity=", size + (256 << 20)),
+      "--log_level=warning"};
+  for (std::string& f : (*pki)->NodeFlags()) tls_flags.push_back(f);
+  auto tls_worker = testing::WorkerProcess::Start(tls_flags);
+  auto tls_channels = ChannelFactory::Create((*pki)->Client(Role::kReader));
+  if (!tls_worker.ok() || !tls_channels.ok()) {
+    std::fprintf(stderr, "TLS worker: %s %s\n",
+                 tls_worker.status().ToString().c_str(),
+                 tls_channels.status().ToString().c_str());
+    return 1;
+  }
+  if (absl::Status st = WorkerClient((*tls_worker)->address(), **tls_channels)
+                            .CacheBlocks(all, /*wait=*/true);
+      !st.ok()) {
+    std::fprintf(stderr, "TLS warm-up failed: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  for (int streams : {1, 4}) {
+    grpc_clients.push_back(std::make_unique<WorkerClient>(
+        (*tls_worker)->address(), **tls_channels, streams));
+    WorkerClient* client = grpc_clients.back().get();
+    configs.push_back(
+        {absl::StrCat("tls-buf", streams),
+         "larder gRPC ReadBlock into a buffer, TLS", streams,
+         [&, client, streams] {
+           return ReadAll(size, streams,
+                          [&, client](int, uint64_t i, absl::Span<char> buf) {
+                            auto n = client->ReadBlock(
+                                id(i), 0, buf.subspan(0, id(i).length()));
+                            return n.ok() && *n == id(i).length();
+                          });
+         }});
+    configs.back().pid = (*tls_worker)->pid();
   }
   std::vector<std::unique_ptr<ShortCircuitClient>> sc;
   for (int t = 0; t < 4; ++t)
@@ -318,9 +365,10 @@ int Run() {
   const double settle_s = absl::ToDoubleSeconds(absl::Now() - settle);
   for (int r = 0; r < rounds; ++r) {
     for (Config& c : configs) {
-      const bench::Usage before = bench::UsageNow((*worker)->pid());
+      const pid_t pid = c.pid != 0 ? c.pid : (*worker)->pid();
+      const bench::Usage before = bench::UsageNow(pid);
       c.gbps.push_back(c.run());
-      const bench::Usage after = bench::UsageNow((*worker)->pid());
+      const bench::Usage after = bench::UsageNow(pid);
       c.cpu_per_gb.push_back((after.cpu_s - before.cpu_s) / (size / 1e9));
       c.switches_per_mib.push_back((after.switches - before.switches) /
                                    (size >> 20));
@@ -375,6 +423,8 @@ int Run() {
       {"gRPC view, 4 streams / TCP, 4 streams", "grpc-view4", "tcp4", ""},
       {"gRPC into a buffer, 1 stream / TCP", "grpc-buf1", "tcp1", ""},
       {"gRPC into a buffer, 4 streams / TCP", "grpc-buf4", "tcp4", ""},
+      {"TLS + token / plain gRPC, 1 stream", "tls-buf1", "grpc-buf1", ""},
+      {"TLS + token / plain gRPC, 4 streams", "tls-buf4", "grpc-buf4", ""},
       {"short-circuit, open per block / dd", "sc-open1", "dd", ""},
       {"short-circuit, 8 blocks per open / dd", "sc-batch8", "dd",
        "target >= 70%"},
