@@ -73,6 +73,19 @@ ABSL_FLAG(bool, wait, true,
 
 namespace larder::cli {
 
+absl::StatusOr<uint32_t> ParseAccountId(absl::string_view flag,
+                                        const std::string& name, bool group) {
+  uint32_t id;
+  if (absl::SimpleAtoi(name, &id)) return id;
+  if (group) {
+    if (const struct group* g = ::getgrnam(name.c_str())) return g->gr_gid;
+  } else if (const struct passwd* p = ::getpwnam(name.c_str())) {
+    return p->pw_uid;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, ": no ", group ? "group" : "user", " '", name, "'"));
+}
+
 std::string MasterAddress() {
   std::string m = absl::GetFlag(FLAGS_master);
   if (m.empty()) {
@@ -190,26 +203,13 @@ void PrintMounts(const v1::MountTable& t) {
 // --owner_uid, --owner_gid and --file_mode onto `m`.
 absl::Status SetPresentation(v1::MountEntry* m) {
   if (const std::string u = absl::GetFlag(FLAGS_owner_uid); !u.empty()) {
-    uint32_t id;
-    if (absl::SimpleAtoi(u, &id)) {
-      m->set_uid(id);
-    } else if (const struct passwd* p = ::getpwnam(u.c_str())) {
-      m->set_uid(p->pw_uid);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--owner_uid: no user '", u, "'"));
-    }
+    LARDER_ASSIGN_OR_RETURN(uint32_t uid,
+                            ParseAccountId("owner_uid", u, false));
+    m->set_uid(uid);
   }
   if (const std::string g = absl::GetFlag(FLAGS_owner_gid); !g.empty()) {
-    uint32_t id;
-    if (absl::SimpleAtoi(g, &id)) {
-      m->set_gid(id);
-    } else if (const struct group* gr = ::getgrnam(g.c_str())) {
-      m->set_gid(gr->gr_gid);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--owner_gid: no group '", g, "'"));
-    }
+    LARDER_ASSIGN_OR_RETURN(uint32_t gid, ParseAccountId("owner_gid", g, true));
+    m->set_gid(gid);
   }
   if (const std::string mode = absl::GetFlag(FLAGS_file_mode); !mode.empty()) {
     char* end = nullptr;

@@ -10,10 +10,12 @@
 #ifndef LARDER_CLI_COMMANDS_H_
 #define LARDER_CLI_COMMANDS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace larder::cli {
@@ -40,6 +42,11 @@ extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
 
 // The master address: --master, else $LARDER_MASTER, else "" (standalone).
 std::string MasterAddress();
+
+// A uid (or, with `group`, a gid) given as a number or a name of the user
+// (group) database. Error: InvalidArgument naming `flag`.
+absl::StatusOr<uint32_t> ParseAccountId(absl::string_view flag,
+                                        const std::string& name, bool group);
 
 // Exit code for a status: 0 OK, 2 usage (InvalidArgument), 3 NotFound,
 // 4 PermissionDenied/Unauthenticated, 5 Unavailable/DeadlineExceeded,

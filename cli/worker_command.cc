@@ -1,12 +1,9 @@
 // Copyright 2026 The Larder Authors.
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
@@ -100,28 +97,15 @@ heartbeats, reports its blocks and takes its mount table from the master. Under-
 gracefully: in-flight reads finish and the NVMe index stays consistent.
 )";
 
-// Numeric ids, or names looked up in the user (or group) database.
 absl::StatusOr<std::vector<uint32_t>> ParseIds(
     const std::vector<std::string>& names, bool groups) {
   std::vector<uint32_t> out;
   for (const std::string& n : names) {
-    uint32_t id;
-    if (absl::SimpleAtoi(n, &id)) {
-      out.push_back(id);
-      continue;
-    }
-    if (groups) {
-      if (const struct group* g = ::getgrnam(n.c_str())) {
-        out.push_back(g->gr_gid);
-        continue;
-      }
-    } else if (const struct passwd* p = ::getpwnam(n.c_str())) {
-      out.push_back(p->pw_uid);
-      continue;
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("--short_circuit_allowed_", groups ? "gids" : "uids",
-                     ": no ", groups ? "group" : "user", " '", n, "'"));
+    LARDER_ASSIGN_OR_RETURN(
+        uint32_t id, ParseAccountId(groups ? "short_circuit_allowed_gids"
+                                           : "short_circuit_allowed_uids",
+                                    n, groups));
+    out.push_back(id);
   }
   return out;
 }

@@ -52,18 +52,29 @@ class MasterService final : public v1::Master::Service {
     kGetClusterStats,
     kRpcCount
   };
-  static constexpr std::array<const char*, kRpcCount> kRpcNames = {
-      "RegisterWorker", "Heartbeat",        "GetRing",   "GetMounts",
-      "AddMount",       "RemoveMount",      "Stat",      "List",
-      "Invalidate",     "GetInvalidations", "StartLoad", "GetLoad",
-      "Locate",         "GetClusterStats"};
-
-  // What each RPC needs: the admin role changes what the cluster serves or
-  // holds (mounts, loads, invalidations, membership); reading needs reader.
-  static constexpr std::array<Role, kRpcCount> kRpcRoles = {
-      Role::kAdmin, Role::kAdmin,  Role::kReader, Role::kReader, Role::kAdmin,
-      Role::kAdmin, Role::kReader, Role::kReader, Role::kAdmin,  Role::kReader,
-      Role::kAdmin, Role::kReader, Role::kReader, Role::kReader};
+  // Each RPC's name (a metric label) and the role it needs: admin changes
+  // what the cluster serves or holds (mounts, loads, invalidations,
+  // membership); reading needs reader.
+  struct RpcInfo {
+    const char* name;
+    Role role;
+  };
+  static constexpr std::array<RpcInfo, kRpcCount> kRpcs = {{
+      {"RegisterWorker", Role::kAdmin},
+      {"Heartbeat", Role::kAdmin},
+      {"GetRing", Role::kReader},
+      {"GetMounts", Role::kReader},
+      {"AddMount", Role::kAdmin},
+      {"RemoveMount", Role::kAdmin},
+      {"Stat", Role::kReader},
+      {"List", Role::kReader},
+      {"Invalidate", Role::kAdmin},
+      {"GetInvalidations", Role::kReader},
+      {"StartLoad", Role::kAdmin},
+      {"GetLoad", Role::kReader},
+      {"Locate", Role::kReader},
+      {"GetClusterStats", Role::kReader},
+  }};
 
   MasterService(const MasterOptions* options, MountRegistry* mounts,
                 Membership* membership, MetadataCache* metadata,
@@ -83,7 +94,7 @@ class MasterService final : public v1::Master::Service {
                        .Help("RPCs the master has answered, by method")
                        .Register(registry);
     for (int i = 0; i < kRpcCount; ++i)
-      rpcs_[i] = &family.Add({{"method", kRpcNames[i]}});
+      rpcs_[i] = &family.Add({{"method", kRpcs[i].name}});
   }
 
   grpc::Status RegisterWorker(grpc::ServerContext* ctx,
@@ -216,7 +227,11 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *std::move(r);
-    for (v1::ObjectInfo& e : *resp->mutable_entries()) Present(path, &e);
+    // Every entry is in the listed directory's mount: resolved once, merged
+    // in (only the presentation fields are set).
+    v1::ObjectInfo shown;
+    Present(path, &shown);
+    for (v1::ObjectInfo& e : *resp->mutable_entries()) e.MergeFrom(shown);
     resp->set_ring_version(membership_->version());
     return grpc::Status::OK;
   }
@@ -321,7 +336,7 @@ class MasterService final : public v1::Master::Service {
   // Counts the call and checks the caller's role.
   grpc::Status Enter(Rpc rpc, const grpc::ServerContext& ctx) {
     rpcs_[rpc]->Increment();
-    return auth_->Check(ctx, kRpcRoles[rpc], kRpcNames[rpc]);
+    return auth_->Check(ctx, kRpcs[rpc].role, kRpcs[rpc].name);
   }
 };
 

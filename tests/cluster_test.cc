@@ -71,6 +71,16 @@ class ClusterTest : public ::testing::Test {
     stub_ = v1::Master::NewStub(
         testing::SuiteChannels(Role::kAdmin)->Channel(master_->address()));
     ASSERT_TRUE(WaitForWorkers(3));
+    if (testing::SuitePki() != nullptr) {
+      // The secure run is secured: plain gRPC without credentials is refused.
+      auto plain = v1::Master::NewStub(grpc::CreateChannel(
+          master_->address(), grpc::InsecureChannelCredentials()));
+      v1::Ring ring;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+      ASSERT_FALSE(plain->GetRing(&ctx, v1::GetRingRequest(), &ring).ok());
+    }
     ASSERT_TRUE(AddMount("/datasets/ds", s3_->Uri("ds"), 1000));
   }
 

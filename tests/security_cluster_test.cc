@@ -8,7 +8,6 @@
 // reads go over gRPC), and no secret reaches a log or a command line.
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,22 +33,6 @@ using ::testing::Not;
 
 constexpr char kNobody[] =
     "setpriv --reuid=65534 --regid=65534 --clear-groups -- ";
-
-struct CliResult {
-  int exit_code;
-  std::string output;  // stdout + stderr
-};
-
-// Runs `command` (a shell command line) and returns its exit code and output.
-CliResult Shell(const std::string& command) {
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 std::string Larder(const std::string& args) {
   return absl::StrCat(LARDER_CLI_BINARY, " ", args);
@@ -297,28 +280,30 @@ TEST_F(SecurityTest, RolesDecideWhatACallerMayDo) {
 
 TEST_F(SecurityTest, TheCliNamesTheMissingCredentialAndExitsWith4) {
   const std::string uri = absl::StrCat("file://", data_.path(), "/public");
-  CliResult r = Shell(Larder(absl::StrCat(
+  testing::Shell r = testing::Sh(Larder(absl::StrCat(
       "mount /x ", uri, " ", ClientFlags(pki_->reader_token_file()))));
-  EXPECT_EQ(r.exit_code, 4) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("AddMount needs the admin role"));
-  EXPECT_THAT(r.output, Not(HasSubstr(pki_->reader_token())));
-  r = Shell(Larder(absl::StrCat("ls / ", ClientFlags())));
-  EXPECT_EQ(r.exit_code, 4) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("no credentials"));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("AddMount needs the admin role"));
+  EXPECT_THAT(r.out, Not(HasSubstr(pki_->reader_token())));
+  r = testing::Sh(Larder(absl::StrCat("ls / ", ClientFlags())));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("no credentials"));
   // The environment carries a token as well as a file.
-  r = Shell(
+  r = testing::Sh(
       absl::StrCat("LARDER_TOKEN=", pki_->admin_token(), " ",
                    Larder(absl::StrCat("mount /x ", uri, " ", ClientFlags()))));
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.code, 0) << r.out;
   // TLS missing on the client: named as a TLS problem.
-  r = Shell(Larder(absl::StrCat("ring --master=", master_->address(),
-                                " --token_file=", pki_->reader_token_file())));
-  EXPECT_EQ(r.exit_code, 5) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("if it serves TLS, set --tls_ca_file"));
+  r = testing::Sh(
+      Larder(absl::StrCat("ring --master=", master_->address(),
+                          " --token_file=", pki_->reader_token_file())));
+  EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("if it serves TLS, set --tls_ca_file"));
   // An unreadable token file names the file.
-  r = Shell(Larder(absl::StrCat("ring ", ClientFlags(pki_->dir() + "/nope"))));
-  EXPECT_EQ(r.exit_code, 3) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("cannot read token file"));
+  r = testing::Sh(
+      Larder(absl::StrCat("ring ", ClientFlags(pki_->dir() + "/nope"))));
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("cannot read token file"));
 }
 
 TEST_F(SecurityTest, AnUnprivilegedUserReadsNoRootOnlyData) {
@@ -329,15 +314,16 @@ TEST_F(SecurityTest, AnUnprivilegedUserReadsNoRootOnlyData) {
        {absl::StrCat("mount /pwn file://", data_.path(), "/private"),
         std::string("cat /ds/private/secret.txt"),
         std::string("cat /ds/public/a.txt")}) {
-    CliResult r =
-        Shell(absl::StrCat(kNobody, Larder(args), " ", ClientFlags()));
-    EXPECT_EQ(r.exit_code, 4) << args << ": " << r.output;
-    EXPECT_THAT(r.output, Not(HasSubstr("TOPSECRET")));
+    testing::Shell r =
+        testing::Sh(absl::StrCat(kNobody, Larder(args), " ", ClientFlags()));
+    EXPECT_EQ(r.code, 4) << args << ": " << r.out;
+    EXPECT_THAT(r.out, Not(HasSubstr("TOPSECRET")));
   }
-  CliResult r = Shell(absl::StrCat(kNobody, Larder("mount /pwn file:///etc"),
-                                   " ", ClientFlags(pki_->admin_token_file())));
-  EXPECT_EQ(r.exit_code, 4) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("cannot read token file"));
+  testing::Shell r =
+      testing::Sh(absl::StrCat(kNobody, Larder("mount /pwn file:///etc"), " ",
+                               ClientFlags(pki_->admin_token_file())));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("cannot read token file"));
 
   // Through FUSE (allow_other, default_permissions), run by root: the
   // mount's owner and mode decide.
@@ -349,27 +335,28 @@ TEST_F(SecurityTest, AnUnprivilegedUserReadsNoRootOnlyData) {
   ASSERT_TRUE(fuse.ok()) << fuse.status();
   const std::string mnt = (*fuse)->mountpoint();
   ASSERT_EQ(::chmod(std::filesystem::path(mnt).parent_path().c_str(), 0755), 0);
-  r = Shell(absl::StrCat(kNobody, "cat ", mnt, "/ds/public/a.txt"));
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output, "public-bytes");
-  r = Shell(absl::StrCat(kNobody, "cat ", mnt, "/ds/private/secret.txt"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("Permission denied"));
-  EXPECT_THAT(r.output, Not(HasSubstr("TOPSECRET")));
-  r = Shell(absl::StrCat("stat -c '%u %g %a' ", mnt, "/ds/private/secret.txt ",
-                         mnt, "/ds/team ", mnt, "/ds/team/t.txt"));
-  EXPECT_EQ(r.output, "0 0 400\n0 4242 550\n0 4242 440\n");
+  r = testing::Sh(absl::StrCat(kNobody, "cat ", mnt, "/ds/public/a.txt"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "public-bytes");
+  r = testing::Sh(absl::StrCat(kNobody, "cat ", mnt, "/ds/private/secret.txt"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("Permission denied"));
+  EXPECT_THAT(r.out, Not(HasSubstr("TOPSECRET")));
+  r = testing::Sh(absl::StrCat("stat -c '%u %g %a' ", mnt,
+                               "/ds/private/secret.txt ", mnt, "/ds/team ", mnt,
+                               "/ds/team/t.txt"));
+  EXPECT_EQ(r.out, "0 0 400\n0 4242 550\n0 4242 440\n");
   // The group's members read the group's dataset; others do not.
-  r = Shell(
+  r = testing::Sh(
       absl::StrCat("setpriv --reuid=65534 --regid=4242 --clear-groups -- cat ",
                    mnt, "/ds/team/t.txt"));
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output, "team-bytes");
-  r = Shell(absl::StrCat(kNobody, "cat ", mnt, "/ds/team/t.txt"));
-  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "team-bytes");
+  r = testing::Sh(absl::StrCat(kNobody, "cat ", mnt, "/ds/team/t.txt"));
+  EXPECT_NE(r.code, 0) << r.out;
   // Root still reads it (as the under-store would let it).
-  r = Shell(absl::StrCat("cat ", mnt, "/ds/private/secret.txt"));
-  EXPECT_EQ(r.output, "TOPSECRET-99");
+  r = testing::Sh(absl::StrCat("cat ", mnt, "/ds/private/secret.txt"));
+  EXPECT_EQ(r.out, "TOPSECRET-99");
 }
 
 TEST_F(SecurityTest,
@@ -385,9 +372,9 @@ TEST_F(SecurityTest,
   // As root (allowed): short-circuit.
   const std::string cat =
       Larder(absl::StrCat("cat /ds/public/a.txt ", ClientFlags()));
-  CliResult r =
-      Shell(absl::StrCat("LARDER_TOKEN=", pki_->reader_token(), " ", cat));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  testing::Shell r = testing::Sh(
+      absl::StrCat("LARDER_TOKEN=", pki_->reader_token(), " ", cat));
+  ASSERT_EQ(r.code, 0) << r.out;
   const double sc0 = worker_->Metric(sc_bytes).value_or(0);
   const double grpc0 = worker_->Metric(grpc_bytes).value_or(0);
   EXPECT_GT(sc0, 0);
@@ -400,11 +387,11 @@ TEST_F(SecurityTest,
       0);
   ASSERT_EQ(::chmod(worker_->socket_path().c_str(), 0666), 0);
   for (int i = 0; i < 2; ++i) {
-    r = Shell(
+    r = testing::Sh(
         absl::StrCat("LARDER_TOKEN=", pki_->reader_token(), " ", kNobody, cat));
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_THAT(r.output, HasSubstr("public-bytes"));
-    EXPECT_THAT(r.output, HasSubstr("client.short_circuit_refused"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("public-bytes"));
+    EXPECT_THAT(r.out, HasSubstr("client.short_circuit_refused"));
   }
   EXPECT_EQ(worker_->Metric(sc_bytes).value_or(0), sc0);
   EXPECT_GE(worker_->Metric(grpc_bytes).value_or(0), grpc0 + 2 * 12);
@@ -417,23 +404,23 @@ TEST_F(SecurityTest,
   EXPECT_EQ(refusals, 1u) << "logged once per uid";
   EXPECT_THAT(*log, HasSubstr("uid 65534"));
   // Without the reader token the gRPC path refuses it too.
-  r = Shell(absl::StrCat(kNobody, cat));
-  EXPECT_EQ(r.exit_code, 4) << r.output;
+  r = testing::Sh(absl::StrCat(kNobody, cat));
+  EXPECT_EQ(r.code, 4) << r.out;
 }
 
 TEST_F(SecurityTest, NoSecretReachesALogOrACommandLine) {
   MountAll();
   // Successes and refusals, with every daemon at --log_level=debug.
-  Shell(Larder(absl::StrCat("cat /ds/public/a.txt --log_level=debug ",
-                            ClientFlags(pki_->reader_token_file()))));
-  Shell(Larder(absl::StrCat("mount /y file:///etc --log_level=debug ",
-                            ClientFlags(pki_->reader_token_file()))));
+  testing::Sh(Larder(absl::StrCat("cat /ds/public/a.txt --log_level=debug ",
+                                  ClientFlags(pki_->reader_token_file()))));
+  testing::Sh(Larder(absl::StrCat("mount /y file:///etc --log_level=debug ",
+                                  ClientFlags(pki_->reader_token_file()))));
   const std::string wrong = pki_->dir() + "/wrong.token";
   ASSERT_TRUE(testing::WriteFile(wrong, "wrong-token-abcdefgh-1234\n").ok());
-  CliResult cli = Shell(
+  testing::Shell cli = testing::Sh(
       Larder(absl::StrCat("ls / --log_level=debug ", ClientFlags(wrong))));
-  EXPECT_EQ(cli.exit_code, 4);
-  EXPECT_THAT(cli.output, Not(HasSubstr("wrong-token-abcdefgh")));
+  EXPECT_EQ(cli.code, 4);
+  EXPECT_THAT(cli.out, Not(HasSubstr("wrong-token-abcdefgh")));
 
   std::vector<std::string> secrets = {pki_->admin_token(),
                                       pki_->reader_token()};
@@ -450,8 +437,9 @@ TEST_F(SecurityTest, NoSecretReachesALogOrACommandLine) {
   for (const std::string& path : {master_->log_path(), worker_->log_path()}) {
     auto log = testing::ReadFile(path);
     ASSERT_TRUE(log.ok());
-    if (path == master_->log_path())
+    if (path == master_->log_path()) {
       EXPECT_THAT(*log, HasSubstr("auth.refused"));
+    }
     for (const std::string& s : secrets)
       EXPECT_THAT(*log, Not(HasSubstr(s))) << path;
   }
@@ -468,33 +456,33 @@ TEST_F(SecurityTest, NoSecretReachesALogOrACommandLine) {
 // loopback a daemon that authenticates no one refuses to start unless told
 // --allow_insecure_network.
 TEST(SecurityDaemonTest, LoopbackByDefaultAndNoUnauthenticatedNetworkPorts) {
-  CliResult help = Shell(Larder("master --helpfull"));
+  testing::Shell help = testing::Sh(Larder("master --helpfull"));
   for (const char* flag : {"master_listen", "master_metrics_listen", "listen",
                            "metrics_listen", "fuse_metrics_listen"}) {
-    const size_t at = help.output.find(absl::StrCat("--", flag, " ("));
+    const size_t at = help.out.find(absl::StrCat("--", flag, " ("));
     ASSERT_NE(at, std::string::npos) << flag;
-    const size_t def = help.output.find("default: ", at);
-    EXPECT_EQ(help.output.substr(def, 20), "default: \"127.0.0.1:") << flag;
+    const size_t def = help.out.find("default: ", at);
+    EXPECT_EQ(help.out.substr(def, 20), "default: \"127.0.0.1:") << flag;
   }
   testing::TempDir dir;
   const std::string state = absl::StrCat(" --state_dir=", dir.path());
-  CliResult r = Shell(Larder(absl::StrCat(
+  testing::Shell r = testing::Sh(Larder(absl::StrCat(
       "master --master_listen=0.0.0.0:0 --master_metrics_listen=", state)));
-  EXPECT_EQ(r.exit_code, 6) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("refusing to serve the master on "
-                                  "0.0.0.0:0 (beyond loopback) without "
-                                  "authentication"));
-  EXPECT_THAT(r.output, HasSubstr("--allow_insecure_network"));
-  r = Shell(Larder("worker --listen=0.0.0.0:0 --metrics_listen="));
-  EXPECT_EQ(r.exit_code, 6) << r.output;
+  EXPECT_EQ(r.code, 6) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("refusing to serve the master on "
+                               "0.0.0.0:0 (beyond loopback) without "
+                               "authentication"));
+  EXPECT_THAT(r.out, HasSubstr("--allow_insecure_network"));
+  r = testing::Sh(Larder("worker --listen=0.0.0.0:0 --metrics_listen="));
+  EXPECT_EQ(r.code, 6) << r.out;
   // Told so, it starts, with a warning (killed by timeout: exit 124).
-  r = Shell(absl::StrCat(
+  r = testing::Sh(absl::StrCat(
       "timeout 3 ",
       Larder(absl::StrCat("master --master_listen=0.0.0.0:0 "
                           "--master_metrics_listen= --allow_insecure_network",
                           state))));
-  EXPECT_EQ(r.exit_code, 124) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("security.insecure_network"));
+  EXPECT_EQ(r.code, 124) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("security.insecure_network"));
 }
 
 }  // namespace

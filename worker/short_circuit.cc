@@ -61,16 +61,18 @@ void ShortCircuitServer::AcceptLoop() {
     if (::poll(&p, 1, 200) <= 0) continue;
     int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) continue;
-    if (std::string who; !PeerAllowed(conn, &who)) {
-      uid_t uid = 0;
-      struct ucred cred {};
-      socklen_t len = sizeof(cred);
-      if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-        uid = cred.uid;
+    struct ucred cred {};
+    socklen_t len = sizeof(cred);
+    const bool known =
+        ::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
+    if (!known || !PeerAllowed(cred)) {
+      const std::string who = known ? absl::StrCat("uid ", cred.uid, " gid ",
+                                                   cred.gid, " pid ", cred.pid)
+                                    : "an unknown peer";
       bool first;
       {
         absl::MutexLock lock(&refused_mu_);
-        first = refused_uids_.insert(uid).second;
+        first = refused_uids_.insert(known ? cred.uid : ~0u).second;
       }
       if (first) {  // Once per uid: a refused client retries over gRPC.
         LARDER_LOG(WARNING, "short_circuit.refused")
@@ -97,14 +99,7 @@ void ShortCircuitServer::AcceptLoop() {
   }
 }
 
-bool ShortCircuitServer::PeerAllowed(int conn, std::string* who) const {
-  struct ucred cred {};
-  socklen_t len = sizeof(cred);
-  if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    *who = "an unknown peer";
-    return false;
-  }
-  *who = absl::StrCat("uid ", cred.uid, " gid ", cred.gid, " pid ", cred.pid);
+bool ShortCircuitServer::PeerAllowed(const struct ucred& cred) const {
   if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
   for (uint32_t u : options_.allowed_uids) {
     if (cred.uid == u) return true;

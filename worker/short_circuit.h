@@ -25,6 +25,8 @@
 #ifndef LARDER_WORKER_SHORT_CIRCUIT_H_
 #define LARDER_WORKER_SHORT_CIRCUIT_H_
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -65,8 +67,8 @@ class ShortCircuitServer {
   ShortCircuitServer(Options options, BlockStore* store, WorkerMetrics* metrics)
       : options_(std::move(options)), store_(store), metrics_(metrics) {}
   void AcceptLoop();
-  // Whether the peer on `conn` may use the socket; `who` describes it.
-  bool PeerAllowed(int conn, std::string* who) const;
+  // Whether the peer with `cred` (SO_PEERCRED) may use the socket.
+  bool PeerAllowed(const struct ucred& cred) const;
   void Serve(int conn);
 
   const Options options_;
