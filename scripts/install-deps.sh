@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libfuse3-dev fuse3 libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcivetweb-dev python3 python3-botocore python3-torch s3fs clang-format clang
   openssl util-linux
+  pybind11-dev python3-pybind11 python3-dev python3-numpy python3-fsspec python3-pytest
 )
 
 SUDO=""

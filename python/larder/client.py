@@ -1,0 +1,308 @@
+"""larder.Client: reads a Larder cluster from Python, without a FUSE mount.
+
+A block owned by the worker on this node is read by short-circuit (a pread
+from the worker's memory, handed over as a file descriptor); others stream
+over gRPC from their owner, with failover to the next workers and to the
+under-store. Metadata comes from the process's metadata cache while fresh.
+"""
+import fnmatch
+import io
+import os
+import posixpath
+
+from . import _native
+from .errors import InvalidArgumentError, NotFoundError
+
+# ClientOptions fields a Client takes as keyword arguments (durations in
+# seconds), and the client fields of the security options.
+OPTIONS = frozenset((
+    "node", "readahead_blocks", "max_workers_per_block", "under_store_fallback",
+    "worker_timeout", "ring_refresh", "parallel_reads", "metadata_cache_entries",
+    "metadata_cache_bytes", "metadata_stale_window", "tls_ca_file",
+    "tls_cert_file", "tls_key_file", "tls_server_name", "token_file",
+    "read_threads",
+))
+
+DEFAULT_MASTER = "127.0.0.1:7060"
+
+FileInfo = _native.FileInfo
+
+
+def _clean(path):
+    """A cluster path: absolute, no trailing slash; larder:// URLs accepted."""
+    if not isinstance(path, str):
+        path = os.fspath(path)
+    if path.startswith("larder://"):  # larder:///a/b and larder://a/b: /a/b
+        path = "/" + path[len("larder://"):].lstrip("/")
+    if not path.startswith("/"):
+        raise InvalidArgumentError(
+            "'%s' is not a cluster path (it must start with '/')" % path, path)
+    if len(path) > 1 and path.endswith("/"):
+        path = path.rstrip("/") or "/"
+    return path
+
+
+class Client:
+    """A connection to a Larder cluster.
+
+    ``master`` is host:port; default ``$LARDER_MASTER``, else 127.0.0.1:7060.
+    Options are the fields of ``larder::ClientOptions`` (durations in
+    seconds): node, readahead_blocks, max_workers_per_block,
+    under_store_fallback, worker_timeout, ring_refresh, parallel_reads,
+    metadata_cache_entries, metadata_cache_bytes, metadata_stale_window; TLS
+    and the token: tls_ca_file, tls_cert_file, tls_key_file,
+    tls_server_name, token_file (else ``$LARDER_TOKEN`` or
+    ``$LARDER_TOKEN_FILE``); and read_threads (threads of read_many,
+    default 16).
+
+    The connection is made on first use, and made again in a process made by
+    ``fork()`` (gRPC does not survive a fork): one Client can be built in the
+    main process and used in every DataLoader worker. Thread-safe.
+    """
+
+    def __init__(self, master=None, **options):
+        unknown = sorted(set(options) - OPTIONS)
+        if unknown:
+            raise TypeError("larder.Client: unknown option(s) %s (known: %s)" %
+                            (", ".join(unknown), ", ".join(sorted(OPTIONS))))
+        self.master = master or os.environ.get("LARDER_MASTER") or DEFAULT_MASTER
+        self._options = dict(options)
+        # Connects on first use; before a fork the native side closes the
+        # connection, and both processes reconnect on their next call.
+        self._native = _native.Client(self.master, self._options)
+
+    def __repr__(self):
+        return "larder.Client(%r)" % self.master
+
+    def __getstate__(self):  # Pickled into spawned DataLoader workers.
+        return {"master": self.master, "options": self._options}
+
+    def __setstate__(self, state):
+        self.__init__(state["master"], **state["options"])
+
+    def close(self):
+        """Drops the connection (the next call makes a new one)."""
+        self._native.close()
+
+    # -- Metadata ------------------------------------------------------------
+
+    def stat(self, path):
+        """FileInfo (path, name, is_dir, size, version, mtime, mode, uid, gid)."""
+        return self._native.stat(_clean(path))
+
+    def exists(self, path):
+        try:
+            self.stat(path)
+            return True
+        except NotFoundError:
+            return False
+
+    def isdir(self, path):
+        try:
+            return self.stat(path).is_dir
+        except NotFoundError:
+            return False
+
+    def scandir(self, path):
+        """The entries of a directory (FileInfo), sorted by path."""
+        return self._native.listdir(_clean(path))
+
+    def listdir(self, path):
+        """The names in a directory, sorted (like os.listdir)."""
+        return [e.name for e in self.scandir(path)]
+
+    def files_under(self, path):
+        """Every file below a directory, at any depth, sorted by path
+        (FileInfo; one paged listing, not one call per directory)."""
+        path = _clean(path)
+        out, token = [], ""
+        while True:
+            entries, token = self._native.list(path, token, 1000, True)
+            out.extend(entries)
+            if not token:
+                break
+        out.sort(key=lambda e: e.path)
+        return out
+
+    def walk(self, top):
+        """Like os.walk, top-down: (dirpath, dirnames, filenames) for every
+        directory below ``top`` that holds files (object stores have no
+        empty directories), from one recursive listing."""
+        top = _clean(top)
+        if not self.stat(top).is_dir:
+            return
+        tree = {top: (set(), [])}
+        for e in self.files_under(top):
+            d = posixpath.dirname(e.path)
+            tree.setdefault(d, (set(), []))[1].append(e.name)
+            while d != top and len(d) > len(top):
+                parent = posixpath.dirname(d)
+                tree.setdefault(parent, (set(), []))[0].add(posixpath.basename(d))
+                d = parent
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            dirs, files = tree[d]
+            dirnames = sorted(dirs)
+            yield d, dirnames, sorted(files)
+            stack.extend(posixpath.join(d, n) for n in reversed(dirnames))
+
+    def glob(self, pattern):
+        """Paths matching a shell pattern (``*``, ``?``, ``[..]`` within one
+        component; ``**`` for any depth), sorted."""
+        pattern = _clean(pattern)
+        parts = pattern.split("/")
+        fixed = []
+        for p in parts[1:]:
+            if any(c in p for c in "*?["):
+                break
+            fixed.append(p)
+        base = "/" + "/".join(fixed)
+        if len(fixed) == len(parts) - 1:  # No wildcard.
+            return [pattern] if self.exists(pattern) else []
+        rest = parts[1 + len(fixed):]
+        if "**" in rest or len(rest) > 1:
+            # Match every file below the fixed prefix, one listing.
+            regex = _glob_regex(pattern)
+            return [e.path for e in self.files_under(base)
+                    if regex.fullmatch(e.path)]
+        return [e.path for e in self.scandir(base)
+                if fnmatch.fnmatchcase(e.name, rest[0])]
+
+    # -- Data ----------------------------------------------------------------
+
+    def open(self, path):
+        """A read-only binary file (io.RawIOBase) pinned to the object's
+        version at open: readinto() fills a bytearray, memoryview or NumPy
+        array without an extra copy; seek, tell, read, readall."""
+        path = _clean(path)
+        return LarderFile(self._native.open(path), path)
+
+    def read(self, path):
+        """The whole file, as bytes."""
+        return self._native.read(_clean(path))
+
+    def read_many(self, paths):
+        """Whole files, as a list of bytes in the order of ``paths``, read in
+        parallel in one call (the first error is raised)."""
+        return self._native.read_many([_clean(p) for p in paths])
+
+    def prefetch(self, paths):
+        """Asks the owners to fetch these files into the cluster's cache, and
+        returns once asked (directories are skipped)."""
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        paths = [_clean(p) for p in paths]
+        if paths:
+            self._native.prefetch(paths)
+
+    def cached_bytes(self, path):
+        """Bytes of the file held in the cluster's cache (the master's view,
+        which lags the workers by up to a heartbeat)."""
+        return self._native.cached_bytes(_clean(path))
+
+    def stats(self):
+        """This process's counters: blocks read by short-circuit, over gRPC
+        and from the under-store, failovers, metadata cache hits and misses."""
+        return self._native.stats()
+
+
+class LarderFile(io.RawIOBase):
+    """An open Larder file: read-only, seekable, pinned to its version."""
+
+    def __init__(self, native_file, path):
+        super().__init__()
+        self._f = native_file
+        self._pos = 0
+        self.name = path
+        self.info = native_file.info
+        self.size = self.info.size
+
+    def __repr__(self):
+        return "<larder.LarderFile %r size=%d>" % (self.name, self.size)
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def _file(self):
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        return self._f
+
+    def readinto(self, buffer):
+        n = self._file().readinto(self._pos, buffer)
+        self._pos += n
+        return n
+
+    def read(self, size=-1):
+        if size is None:
+            size = -1
+        data = self._file().read(self._pos, size)
+        self._pos += len(data)
+        return data
+
+    def readall(self):
+        return self.read(-1)
+
+    def pread(self, offset, size):
+        """Bytes at [offset, offset + size), without moving the position."""
+        return self._file().read(offset, size)
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self._file()
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self.size + offset
+        else:
+            raise ValueError("invalid whence (%r)" % whence)
+        if pos < 0:
+            raise ValueError("negative seek position %d" % pos)
+        self._pos = pos
+        return pos
+
+    def tell(self):
+        self._file()
+        return self._pos
+
+    def close(self):
+        self._f = None
+        super().close()
+
+
+def _glob_regex(pattern):
+    import re
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[":
+            j = pattern.find("]", i + 1)
+            if j < 0:
+                out.append(re.escape("["))
+                i += 1
+            else:
+                body = pattern[i + 1:j]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = j + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))

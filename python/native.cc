@@ -1,0 +1,733 @@
+// Copyright 2026 The Larder Authors.
+//
+// larder._native: the client library (client/include/larder/client.h) for
+// Python. The package around it (python/larder) is the public API; this
+// module is its engine and keeps to three rules:
+//
+//  * The GIL is released around every call that waits (an RPC, a block
+//    read) or copies bytes, so loader threads read side by side.
+//  * Bytes land in their final buffer once: read() fills a bytes object
+//    allocated at its final size, readinto() the caller's buffer.
+//  * A process made by fork() never runs the parent's client: its threads
+//    did not survive the fork. The Python layer makes a new client in the
+//    child; objects inherited from the parent are abandoned (leaked), never
+//    destroyed, because destroying them would join threads that do not exist.
+//
+// Errors are raised as the classes of larder/errors.py, chosen by code.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/thread_pool.h"
+#include "grpc/grpc.h"
+#include "larder/client.h"
+
+namespace py = pybind11;
+
+namespace larder {
+namespace {
+
+// Raises the larder.errors class for `status` (GIL held).
+[[noreturn]] void Raise(const absl::Status& status, const std::string& path) {
+  py::object errors = py::module_::import("larder.errors");
+  py::object exc = errors.attr("from_status")(
+      static_cast<int>(status.code()), std::string(status.message()), path);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T ValueOrRaise(absl::StatusOr<T> r, const std::string& path) {
+  if (!r.ok()) Raise(r.status(), path);
+  return *std::move(r);
+}
+
+void OkOrRaise(const absl::Status& st, const std::string& path) {
+  if (!st.ok()) Raise(st, path);
+}
+
+absl::Duration Seconds(py::handle v) { return absl::Seconds(v.cast<double>()); }
+
+// ClientOptions from keyword arguments (names as in ClientOptions; durations
+// in seconds; the client fields of SecurityOptions by their own names).
+ClientOptions OptionsFrom(const std::string& master, const py::dict& kw,
+                          int* read_threads) {
+  ClientOptions o;
+  o.master = master;
+  for (auto item : kw) {
+    const std::string key = item.first.cast<std::string>();
+    py::handle v = item.second;
+    if (key == "node") {
+      o.node = v.cast<std::string>();
+    } else if (key == "readahead_blocks") {
+      o.readahead_blocks = v.cast<int>();
+    } else if (key == "max_workers_per_block") {
+      o.max_workers_per_block = v.cast<int>();
+    } else if (key == "under_store_fallback") {
+      o.under_store_fallback = v.cast<bool>();
+    } else if (key == "worker_timeout") {
+      o.worker_timeout = Seconds(v);
+    } else if (key == "ring_refresh") {
+      o.ring_refresh = Seconds(v);
+    } else if (key == "parallel_reads") {
+      o.parallel_reads = v.cast<int>();
+    } else if (key == "metadata_cache_entries") {
+      o.metadata_cache_entries = v.cast<size_t>();
+    } else if (key == "metadata_cache_bytes") {
+      o.metadata_cache_bytes = v.cast<size_t>();
+    } else if (key == "metadata_stale_window") {
+      o.metadata_stale_window = Seconds(v);
+    } else if (key == "tls_ca_file") {
+      o.security.tls_ca_file = v.cast<std::string>();
+    } else if (key == "tls_cert_file") {
+      o.security.tls_cert_file = v.cast<std::string>();
+    } else if (key == "tls_key_file") {
+      o.security.tls_key_file = v.cast<std::string>();
+    } else if (key == "tls_server_name") {
+      o.security.tls_server_name = v.cast<std::string>();
+    } else if (key == "token_file") {
+      o.security.token_file = v.cast<std::string>();
+    } else if (key == "read_threads") {
+      *read_threads = v.cast<int>();
+      if (*read_threads < 1)
+        throw py::value_error("larder.Client: read_threads must be >= 1");
+    } else {
+      throw py::type_error(
+          absl::StrCat("larder.Client: unknown option '", key, "'"));
+    }
+  }
+  return o;
+}
+
+double ToSeconds(absl::Time t) {
+  return absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
+
+// A writable, contiguous buffer of the caller's (bytearray, memoryview,
+// NumPy array), released when this goes out of scope.
+class WritableBuffer {
+ public:
+  explicit WritableBuffer(py::handle obj) {
+    if (PyObject_GetBuffer(obj.ptr(), &view_,
+                           PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS) != 0)
+      throw py::error_already_set();
+  }
+  ~WritableBuffer() { PyBuffer_Release(&view_); }
+  WritableBuffer(const WritableBuffer&) = delete;
+  WritableBuffer& operator=(const WritableBuffer&) = delete;
+  absl::Span<char> span() {
+    return absl::Span<char>(static_cast<char*>(view_.buf),
+                            static_cast<size_t>(view_.len));
+  }
+
+ private:
+  Py_buffer view_;
+};
+
+// A bytes object of exactly `size` bytes, to be filled without the GIL.
+py::bytes NewBytes(size_t size) {
+  PyObject* b =
+      PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
+  if (b == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::bytes>(b);
+}
+absl::Span<char> BytesSpan(py::bytes& b) {
+  return absl::Span<char>(PyBytes_AS_STRING(b.ptr()),
+                          static_cast<size_t>(PyBytes_GET_SIZE(b.ptr())));
+}
+// Shrinks `b` to `n` bytes (a short read at the end of a file).
+void ShrinkBytes(py::bytes& b, size_t n) {
+  if (n == static_cast<size_t>(PyBytes_GET_SIZE(b.ptr()))) return;
+  PyObject* p = b.release().ptr();
+  if (_PyBytes_Resize(&p, static_cast<Py_ssize_t>(n)) != 0)
+    throw py::error_already_set();
+  b = py::reinterpret_steal<py::bytes>(p);
+}
+
+// Reads all of `file` into `out` (out.size() == file size).
+absl::Status ReadWhole(File& file, absl::Span<char> out) {
+  size_t done = 0;
+  while (done < out.size()) {
+    absl::StatusOr<size_t> n = file.Read(done, out.subspan(done));
+    if (!n.ok()) return n.status();
+    if (*n == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(file.info().path, " ended at ", done, " of ", out.size(),
+                       " bytes: the object changed while it was read"));
+    }
+    done += *n;
+  }
+  return absl::OkStatus();
+}
+
+class NativeFile;
+
+// A connection to the cluster that survives fork(). Every call takes a Use,
+// which connects on first use and keeps the in-flight count up. Before a
+// fork (os.register_at_fork, registered by the module) every client of the
+// process is quiesced: new calls wait, calls in flight finish, and the
+// connection, its open files and its read pool are destroyed, so that no
+// gRPC state crosses the fork (gRPC's shared epoll set would hang the
+// child). Both processes then reconnect on their next call; a file opened
+// before the fork is opened again, pinned to the same version.
+class NativeClient : public std::enable_shared_from_this<NativeClient> {
+ public:
+  NativeClient(std::string master, const py::dict& options)
+      : options_(OptionsFrom(std::move(master), options, &read_threads_)),
+        pid_(::getpid()) {
+    absl::MutexLock lock(&RegistryMu());
+    Registry().insert(this);
+  }
+  ~NativeClient() {
+    {
+      absl::MutexLock lock(&RegistryMu());
+      Registry().erase(this);
+    }
+    absl::MutexLock lock(&mu_);
+    AbandonIfForked();
+  }
+
+  // A connection held for one call.
+  class Use {
+   public:
+    Use(NativeClient* owner, Client* client, uint64_t generation)
+        : owner_(owner), client_(client), generation_(generation) {}
+    Use(Use&& o) noexcept
+        : owner_(std::exchange(o.owner_, nullptr)),
+          client_(o.client_),
+          generation_(o.generation_) {}
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+    ~Use() {
+      if (owner_ != nullptr) owner_->Release();
+    }
+    Client* operator->() const { return client_; }
+    Client& client() const { return *client_; }
+    uint64_t generation() const { return generation_; }
+
+   private:
+    NativeClient* owner_;
+    Client* client_;
+    uint64_t generation_;
+  };
+
+  // Called without the GIL.
+  absl::StatusOr<Use> Acquire() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](bool* forking) { return !*forking; }, &forking_));
+    AbandonIfForked();
+    if (client_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options_);
+      if (!c.ok()) return c.status();
+      client_ = std::move(*c);
+      ++generation_;
+    }
+    ++in_flight_;
+    return Use(this, client_.get(), generation_);
+  }
+
+  // Before a fork (GIL held): see the class comment.
+  void Quiesce() ABSL_LOCKS_EXCLUDED(mu_) {
+    py::gil_scoped_release nogil;
+    absl::MutexLock lock(&mu_);
+    forking_ = true;
+    mu_.Await(absl::Condition(
+        +[](int* n) { return *n == 0; }, &in_flight_));
+    AbandonIfForked();
+    DropConnectionLocked();
+  }
+  // After a fork, in the parent and in the child.
+  void Resume() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    forking_ = false;
+  }
+
+  void AddFile(NativeFile* f) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    files_.insert(f);
+  }
+  void RemoveFile(NativeFile* f) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    files_.erase(f);
+  }
+
+  // Drops the connection (the next call makes a new one).
+  void Close() ABSL_LOCKS_EXCLUDED(mu_) {
+    Quiesce();
+    Resume();
+  }
+
+  // Runs fn(0..n-1) on the read pool; the calling thread takes a share.
+  // Called inside a Use (the pool lives as long as the connection).
+  void ParallelFor(size_t n, const std::function<void(size_t)>& fn)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  static void QuiesceAll() {
+    for (const std::shared_ptr<NativeClient>& c : Live()) c->Quiesce();
+    // The last channel's teardown may finish on one of gRPC's threads.
+    py::gil_scoped_release nogil;
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    while (grpc_is_initialized() && absl::Now() < deadline)
+      absl::SleepFor(absl::Milliseconds(1));
+  }
+  static void ResumeAll() {
+    for (const std::shared_ptr<NativeClient>& c : Live()) c->Resume();
+  }
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  static absl::Mutex& RegistryMu() {
+    static absl::Mutex* mu = new absl::Mutex;
+    return *mu;
+  }
+  static std::set<NativeClient*>& Registry() {
+    static auto* r = new std::set<NativeClient*>;
+    return *r;
+  }
+  static std::vector<std::shared_ptr<NativeClient>> Live() {
+    std::vector<std::shared_ptr<NativeClient>> out;
+    absl::MutexLock lock(&RegistryMu());
+    for (NativeClient* c : Registry())
+      if (auto p = c->weak_from_this().lock()) out.push_back(std::move(p));
+    return out;
+  }
+
+  void Release() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  }
+
+  void DropConnectionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fork the hooks did not see (a fork from C code): the parent's objects
+  // are leaked, never destroyed (their threads are gone; see file comment).
+  void AbandonIfForked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  int read_threads_ = 16;  // Before options_, which sets it.
+  const ClientOptions options_;
+  absl::Mutex mu_;
+  pid_t pid_ ABSL_GUARDED_BY(mu_);
+  bool forking_ ABSL_GUARDED_BY(mu_) = false;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<Client> client_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ThreadPool> pool_ ABSL_GUARDED_BY(mu_);
+  std::set<NativeFile*> files_ ABSL_GUARDED_BY(mu_);
+};
+
+// An open file, pinned to the version it had at open. Its File belongs to
+// one connection: after a fork it is opened again (same version, else
+// ObjectChangedError).
+class NativeFile {
+ public:
+  NativeFile(std::shared_ptr<NativeClient> owner, std::unique_ptr<File> file,
+             uint64_t generation)
+      : owner_(std::move(owner)),
+        info_(file->info()),
+        file_(std::move(file)),
+        generation_(generation) {
+    owner_->AddFile(this);
+  }
+  ~NativeFile() { owner_->RemoveFile(this); }
+
+  const FileInfo& info() const { return info_; }
+
+  // Dropped with its connection (the owner holds its lock; no Use is open).
+  void Drop(bool abandon) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (abandon) {
+      (void)file_.release();
+    } else {
+      file_.reset();
+    }
+  }
+
+  size_t ReadInto(uint64_t offset, py::handle buffer) {
+    WritableBuffer buf(buffer);
+    absl::StatusOr<size_t> n;
+    {
+      py::gil_scoped_release nogil;
+      n = Read(offset, buf.span());
+    }
+    return ValueOrRaise(std::move(n), info_.path);
+  }
+
+  py::bytes Read(uint64_t offset, int64_t length) {
+    const uint64_t size = info_.size;
+    const uint64_t avail = offset >= size ? 0 : size - offset;
+    const uint64_t want =
+        length < 0 ? avail
+                   : std::min<uint64_t>(avail, static_cast<uint64_t>(length));
+    py::bytes out = NewBytes(want);
+    absl::StatusOr<size_t> n = size_t{0};
+    if (want > 0) {
+      absl::Span<char> span = BytesSpan(out);
+      py::gil_scoped_release nogil;
+      n = Read(offset, span);
+    }
+    ShrinkBytes(out, ValueOrRaise(std::move(n), info_.path));
+    return out;
+  }
+
+ private:
+  // Without the GIL.
+  absl::StatusOr<size_t> Read(uint64_t offset, absl::Span<char> out) {
+    absl::StatusOr<NativeClient::Use> use = owner_->Acquire();
+    if (!use.ok()) return use.status();
+    absl::StatusOr<File*> file = Current(*use);
+    if (!file.ok()) return file.status();
+    return (*file)->Read(offset, out);
+  }
+
+  absl::StatusOr<File*> Current(const NativeClient::Use& use)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (file_ != nullptr && generation_ == use.generation()) return file_.get();
+    absl::StatusOr<std::unique_ptr<File>> f = use->Open(info_.path);
+    if (!f.ok()) return f.status();
+    if ((*f)->info().version != info_.version) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(info_.path, " changed since it was opened (version ",
+                       info_.version, ", now ", (*f)->info().version, ")"));
+    }
+    file_ = std::move(*f);
+    generation_ = use.generation();
+    return file_.get();
+  }
+
+  const std::shared_ptr<NativeClient> owner_;
+  const FileInfo info_;
+  absl::Mutex mu_;
+  std::unique_ptr<File> file_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_);
+};
+
+void NativeClient::DropConnectionLocked() {
+  for (NativeFile* f : files_) f->Drop(/*abandon=*/false);
+  pool_.reset();
+  client_.reset();
+}
+
+void NativeClient::AbandonIfForked() {
+  if (pid_ == ::getpid()) return;
+  for (NativeFile* f : files_) f->Drop(/*abandon=*/true);
+  (void)pool_.release();
+  (void)client_.release();
+  in_flight_ = 0;  // Threads that were in calls did not come along.
+  forking_ = false;
+  pid_ = ::getpid();
+}
+
+void NativeClient::ParallelFor(size_t n,
+                               const std::function<void(size_t)>& fn) {
+  if (n <= 1) {
+    if (n == 1) fn(0);
+    return;
+  }
+  ThreadPool* pool;
+  {
+    absl::MutexLock lock(&mu_);
+    if (pool_ == nullptr)
+      pool_ = std::make_unique<ThreadPool>(read_threads_, "larder-py");
+    pool = pool_.get();
+  }
+  std::atomic<size_t> next{0};
+  const int helpers = static_cast<int>(
+      std::min<size_t>(n - 1, static_cast<size_t>(pool->threads())));
+  absl::BlockingCounter done(helpers);
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  for (int h = 0; h < helpers; ++h)
+    pool->Schedule([&] {
+      work();
+      done.DecrementCount();
+    });
+  work();
+  done.Wait();
+}
+
+// The module's calls: each takes a Use without the GIL, and raises with it.
+template <typename T, typename Fn>
+T Call(NativeClient& c, const std::string& path, Fn fn) {
+  absl::StatusOr<T> r;
+  {
+    py::gil_scoped_release nogil;
+    absl::StatusOr<NativeClient::Use> use = c.Acquire();
+    if (use.ok()) {
+      r = fn(*use);
+    } else {
+      r = use.status();
+    }
+  }
+  return ValueOrRaise(std::move(r), path);
+}
+
+// Every entry of a directory, sorted: from the metadata cache when the
+// directory fits in it, else page by page from the master.
+absl::StatusOr<std::vector<FileInfo>> ListAll(Client& client,
+                                              const std::string& path) {
+  absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> cached =
+      client.ListDir(path);
+  if (cached.ok()) return **cached;
+  if (cached.status().code() != absl::StatusCode::kResourceExhausted)
+    return cached.status();
+  std::vector<FileInfo> all;
+  std::string token;
+  do {
+    absl::StatusOr<ListResult> page = client.List(path, token, 1000, false);
+    if (!page.ok()) return page.status();
+    for (FileInfo& e : page->entries) all.push_back(std::move(e));
+    token = std::move(page->next_page_token);
+  } while (!token.empty());
+  return all;
+}
+
+FileInfo Stat(NativeClient& c, const std::string& path) {
+  return Call<FileInfo>(c, path,
+                        [&](NativeClient::Use& u) { return u->Stat(path); });
+}
+
+std::vector<FileInfo> ListDir(NativeClient& c, const std::string& path) {
+  return Call<std::vector<FileInfo>>(
+      c, path, [&](NativeClient::Use& u) { return ListAll(u.client(), path); });
+}
+
+py::tuple List(NativeClient& c, const std::string& path,
+               const std::string& token, int page_size, bool recursive) {
+  ListResult page = Call<ListResult>(c, path, [&](NativeClient::Use& u) {
+    return u->List(path, token, page_size, recursive);
+  });
+  return py::make_tuple(std::move(page.entries),
+                        std::move(page.next_page_token));
+}
+
+std::unique_ptr<NativeFile> Open(NativeClient& c, const std::string& path) {
+  uint64_t generation = 0;
+  std::unique_ptr<File> f =
+      Call<std::unique_ptr<File>>(c, path, [&](NativeClient::Use& u) {
+        generation = u.generation();
+        return u->Open(path);
+      });
+  return std::make_unique<NativeFile>(c.shared_from_this(), std::move(f),
+                                      generation);
+}
+
+// The whole file, into a bytes object allocated at its final size.
+py::bytes ReadFile(NativeClient& c, const std::string& path) {
+  std::optional<NativeClient::Use> use;
+  std::unique_ptr<File> file =
+      Call<std::unique_ptr<File>>(c, path, [&](NativeClient::Use& u) {
+        absl::StatusOr<std::unique_ptr<File>> f = u->Open(path);
+        use.emplace(std::move(u));  // Held until the bytes are read.
+        return f;
+      });
+  py::bytes out = NewBytes(file->info().size);
+  absl::Span<char> span = BytesSpan(out);
+  absl::Status st;
+  {
+    py::gil_scoped_release nogil;
+    st = ReadWhole(*file, span);
+    file.reset();
+    use.reset();
+  }
+  OkOrRaise(st, path);
+  return out;
+}
+
+// Whole files, read in parallel on read_threads threads: opened (metadata
+// from the node's cache, else the master), then each read into a bytes
+// object of its final size. The first error (in the order of `paths`) is
+// raised.
+py::list ReadMany(NativeClient& c, const std::vector<std::string>& paths) {
+  const size_t n = paths.size();
+  std::optional<NativeClient::Use> use;
+  std::vector<absl::StatusOr<std::unique_ptr<File>>> files(n);
+  absl::Status st;
+  {
+    py::gil_scoped_release nogil;
+    absl::StatusOr<NativeClient::Use> u = c.Acquire();
+    if (u.ok()) {
+      use.emplace(*std::move(u));
+      c.ParallelFor(n, [&](size_t i) { files[i] = (*use)->Open(paths[i]); });
+    } else {
+      st = u.status();
+    }
+  }
+  OkOrRaise(st, "");
+  std::vector<py::bytes> out;
+  std::vector<absl::Span<char>> spans;
+  out.reserve(n);
+  absl::Status first;
+  std::string first_path;
+  for (size_t i = 0; i < n && first.ok(); ++i) {
+    if (!files[i].ok()) {
+      first = files[i].status();
+      first_path = paths[i];
+      break;
+    }
+    out.push_back(NewBytes((*files[i])->info().size));
+    spans.push_back(BytesSpan(out.back()));
+  }
+  std::vector<absl::Status> results(n);
+  {
+    py::gil_scoped_release nogil;
+    if (first.ok())
+      c.ParallelFor(
+          n, [&](size_t i) { results[i] = ReadWhole(**files[i], spans[i]); });
+    files.clear();
+    use.reset();
+  }
+  OkOrRaise(first, first_path);
+  py::list list(n);
+  for (size_t i = 0; i < n; ++i) {
+    OkOrRaise(results[i], paths[i]);
+    list[i] = std::move(out[i]);
+  }
+  return list;
+}
+
+// Asks the owners to fetch these files. The files' metadata is looked up
+// in parallel (a cold node cache asks the master once per file): groups of
+// kPrefetchGroup files go out side by side on the read pool.
+void Prefetch(NativeClient& c, const std::vector<std::string>& paths) {
+  constexpr size_t kPrefetchGroup = 16;
+  const size_t groups = (paths.size() + kPrefetchGroup - 1) / kPrefetchGroup;
+  Call<bool>(c, paths.size() == 1 ? paths[0] : "",
+             [&](NativeClient::Use& u) -> absl::StatusOr<bool> {
+               std::vector<absl::Status> results(groups);
+               c.ParallelFor(groups, [&](size_t g) {
+                 const size_t begin = g * kPrefetchGroup;
+                 const size_t end =
+                     std::min(paths.size(), begin + kPrefetchGroup);
+                 results[g] = u->Prefetch(std::vector<std::string>(
+                     paths.begin() + begin, paths.begin() + end));
+               });
+               for (const absl::Status& st : results)
+                 if (!st.ok()) return st;
+               return true;
+             });
+}
+
+py::dict Stats(NativeClient& c) {
+  const ClientStats s =
+      Call<ClientStats>(c, "", [](NativeClient::Use& u) { return u->stats(); });
+  py::dict d;
+  d["blocks_short_circuit"] = s.blocks_short_circuit;
+  d["blocks_grpc"] = s.blocks_grpc;
+  d["blocks_under_store"] = s.blocks_under_store;
+  d["failovers"] = s.failovers;
+  d["ring_refreshes"] = s.ring_refreshes;
+  d["metadata_hits"] = s.metadata_hits;
+  d["metadata_misses"] = s.metadata_misses;
+  d["metadata_stale_served"] = s.metadata_stale_served;
+  d["metadata_entries"] = s.metadata_entries;
+  d["metadata_bytes"] = s.metadata_bytes;
+  d["metadata_evictions"] = s.metadata_evictions;
+  d["metadata_invalidated"] = s.metadata_invalidated;
+  return d;
+}
+
+}  // namespace
+}  // namespace larder
+
+PYBIND11_MODULE(_native, m) {
+  using larder::Call;
+  using larder::FileInfo;
+  using larder::NativeClient;
+  using larder::NativeFile;
+  m.doc() = "The Larder client library (use the larder package, not this).";
+
+  py::class_<FileInfo>(m, "FileInfo")
+      .def_readonly("path", &FileInfo::path)
+      .def_readonly("is_dir", &FileInfo::is_dir)
+      .def_readonly("size", &FileInfo::size)
+      .def_readonly("version", &FileInfo::version)
+      .def_property_readonly(
+          "mtime", [](const FileInfo& f) { return larder::ToSeconds(f.mtime); })
+      .def_readonly("uid", &FileInfo::uid)
+      .def_readonly("gid", &FileInfo::gid)
+      .def_property_readonly(
+          "mode",
+          [](const FileInfo& f) { return f.mode != 0 ? f.mode : 0444u; })
+      .def_property_readonly("name",
+                             [](const FileInfo& f) {
+                               const size_t slash = f.path.rfind('/');
+                               return slash == std::string::npos
+                                          ? f.path
+                                          : f.path.substr(slash + 1);
+                             })
+      .def("__repr__", [](const FileInfo& f) {
+        return absl::StrCat("FileInfo(path='", f.path, "', ",
+                            f.is_dir ? "dir" : absl::StrCat("size=", f.size),
+                            ")");
+      });
+
+  py::class_<NativeFile>(m, "File")
+      .def_property_readonly("info", &NativeFile::info,
+                             py::return_value_policy::reference_internal)
+      .def("readinto", &NativeFile::ReadInto, py::arg("offset"),
+           py::arg("buffer"))
+      .def("read", py::overload_cast<uint64_t, int64_t>(&NativeFile::Read),
+           py::arg("offset"), py::arg("length") = -1);
+
+  py::class_<NativeClient, std::shared_ptr<NativeClient>>(m, "Client")
+      .def(py::init<std::string, const py::dict&>(), py::arg("master"),
+           py::arg("options"))
+      .def_property_readonly(
+          "master", [](const NativeClient& c) { return c.options().master; })
+      .def("stat", &larder::Stat)
+      .def("listdir", &larder::ListDir)
+      .def("list", &larder::List, py::arg("path"), py::arg("token") = "",
+           py::arg("page_size") = 1000, py::arg("recursive") = false)
+      .def("open", &larder::Open)
+      .def("read", &larder::ReadFile)
+      .def("read_many", &larder::ReadMany)
+      .def("prefetch", &larder::Prefetch)
+      .def("cached_bytes",
+           [](NativeClient& c, const std::string& path) {
+             return Call<uint64_t>(c, path, [&](NativeClient::Use& u) {
+               return u->CachedBytes(path);
+             });
+           })
+      .def("stats", &larder::Stats)
+      .def("close", &NativeClient::Close);
+
+  // gRPC does not survive fork(): see NativeClient. Its default poller
+  // (epoll1) also keeps one epoll set per process that outlives
+  // grpc_shutdown, so a child made after a teardown would share it with a
+  // parent that reconnects, and receive the parent's events. The poll()
+  // poller keeps no kernel object; a client opens a few connections, where
+  // poll() costs nothing more. Set before gRPC first starts in this process
+  // (the module is the first user) unless the user chose a poller.
+  if (grpc_is_initialized()) {
+    PyErr_WarnEx(PyExc_RuntimeWarning,
+                 "larder: gRPC was started in this process before larder was "
+                 "imported; a fork() may not be safe",
+                 1);
+  } else {
+    ::setenv("GRPC_POLL_STRATEGY", "poll", /*overwrite=*/0);
+  }
+  m.def("_before_fork", &NativeClient::QuiesceAll);
+  m.def("_after_fork", &NativeClient::ResumeAll);
+  py::module_::import("os").attr("register_at_fork")(
+      py::arg("before") = m.attr("_before_fork"),
+      py::arg("after_in_parent") = m.attr("_after_fork"),
+      py::arg("after_in_child") = m.attr("_after_fork"));
+}

@@ -1,0 +1,309 @@
+"""larder.Client against a real cluster: byte-exact reads by every call,
+metadata, errors, the GIL, and fork()."""
+import hashlib
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+
+import numpy
+import pytest
+
+import larder
+from cluster import Cluster, free_port
+from conftest import BIG
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    return larder.Client(cluster.master)
+
+
+def test_read_open_and_read_many_are_byte_exact(client, dataset):
+    _, files, _ = dataset
+    paths = sorted(files)
+    for rel in paths:
+        assert client.read("/ds/" + rel) == files[rel], rel
+        with client.open("/ds/" + rel) as f:
+            assert f.readall() == files[rel], rel
+    got = client.read_many(["/ds/" + rel for rel in paths])
+    assert len(got) == len(paths)
+    for rel, data in zip(paths, got):
+        assert data == files[rel], rel
+    assert client.read_many([]) == []
+
+
+def test_readinto_seek_tell_at_odd_offsets_across_blocks(client, dataset):
+    want = dataset[1]["big.bin"]
+    assert len(want) == BIG
+    with client.open("/ds/big.bin") as f:
+        assert f.size == BIG and f.seekable() and f.readable()
+        # Offsets on, near and across the 4 MiB block boundaries.
+        for off, n in ((0, 1), (4 << 20, 7), ((4 << 20) - 3, 11), (12345, 9 << 20),
+                       (BIG - 5, 100), (BIG, 10), ((8 << 20) - 1, 2)):
+            assert f.seek(off) == off
+            buf = bytearray(n)
+            got = f.readinto(buf)
+            assert got == min(n, max(0, BIG - off))
+            assert bytes(buf[:got]) == want[off:off + got], (off, n)
+            assert f.tell() == off + got
+        # A memoryview and a NumPy array are filled in place.
+        f.seek(-1000, os.SEEK_END)
+        arr = numpy.zeros(1000, dtype=numpy.uint8)
+        assert f.readinto(arr) == 1000
+        assert arr.tobytes() == want[-1000:]
+        f.seek((4 << 20) - 10)
+        big = bytearray(20 + 4096)
+        view = memoryview(big)[10:30]
+        assert f.readinto(view) == 20
+        assert bytes(big[10:30]) == want[(4 << 20) - 10:(4 << 20) + 10]
+        f.seek(100)
+        assert f.read(50) == want[100:150]
+        assert f.read() == want[150:]
+        assert f.read() == b""
+        assert f.pread(3, 4) == want[3:7]
+    # A reused buffer, the whole file in 1 MiB reads.
+    buf = bytearray(1 << 20)
+    h = hashlib.sha256()
+    with client.open("larder:///ds/big.bin") as f:
+        while True:
+            n = f.readinto(buf)
+            if n == 0:
+                break
+            h.update(memoryview(buf)[:n])
+    assert h.digest() == hashlib.sha256(want).digest()
+
+
+def test_metadata_calls(client, dataset):
+    _, files, _ = dataset
+    st = client.stat("/ds/class1/00050.jpg")
+    assert not st.is_dir and st.size == len(files["class1/00050.jpg"])
+    assert st.name == "00050.jpg" and st.version and st.mtime > 0
+    assert client.stat("/ds/class1").is_dir
+    assert client.listdir("/ds") == ["big.bin", "class0", "class1", "class2", "class3", "wds"]
+    assert client.listdir("/ds/class2") == sorted(
+        os.path.basename(r) for r in files if r.startswith("class2/"))
+    assert [e.name for e in client.scandir("/ds/wds")] == [
+        "train-%04d.tar" % i for i in range(4)]
+    walked = list(client.walk("/ds"))
+    assert walked[0] == ("/ds", ["class0", "class1", "class2", "class3", "wds"], ["big.bin"])
+    all_files = {os.path.join(d, n)[len("/ds/"):] for d, _, names in walked for n in names}
+    assert {r for r in all_files if not r.startswith("wds/")} == set(files)
+    assert client.glob("/ds/class3/*.jpg") == sorted("/ds/" + r for r in files
+                                                     if r.startswith("class3/"))
+    assert client.glob("/ds/class*/0000?.jpg") == ["/ds/class0/%05d.jpg" % i for i in range(10)]
+    assert client.glob("/ds/**/*.tar") == ["/ds/wds/train-%04d.tar" % i for i in range(4)]
+    assert client.glob("/ds/big.bin") == ["/ds/big.bin"]
+    assert client.glob("/ds/nothing*") == []
+    assert client.exists("/ds/big.bin") and not client.exists("/ds/nope")
+    assert client.isdir("/ds/class0") and not client.isdir("/ds/big.bin")
+
+
+def test_prefetch_fills_the_cluster_and_stats_count(cluster, client, dataset):
+    root = dataset[0]
+    cluster.mount("/pf", "file://" + root)
+    paths = ["/pf/class0/%05d.jpg" % i for i in range(20)]
+    assert all(client.cached_bytes(p) == 0 for p in paths)
+    client.prefetch(paths)
+    deadline = time.monotonic() + 20  # The master's view lags by a heartbeat.
+    while time.monotonic() < deadline and not all(client.cached_bytes(p) > 0 for p in paths):
+        time.sleep(0.1)
+    assert all(client.cached_bytes(p) == client.stat(p).size for p in paths)
+    before = client.stats()
+    hits = cluster.metric("larder_worker_hits_total")
+    client.read_many(paths)
+    after = client.stats()
+    blocks = (after["blocks_short_circuit"] + after["blocks_grpc"]) - \
+        (before["blocks_short_circuit"] + before["blocks_grpc"])
+    assert blocks == 20
+    assert cluster.metric("larder_worker_hits_total") - hits == 20  # Every read a hit.
+    assert after["metadata_hits"] > before["metadata_hits"]
+
+
+def test_errors_are_larder_errors_with_python_classes(client, dataset):
+    with pytest.raises(FileNotFoundError) as e:
+        client.read("/ds/class0/missing.jpg")
+    assert isinstance(e.value, larder.NotFoundError) and isinstance(e.value, larder.Error)
+    assert e.value.code_name == "NOT_FOUND" and e.value.path == "/ds/class0/missing.jpg"
+    assert e.value.errno == 2 and "missing.jpg" in str(e.value)
+    with pytest.raises(larder.NotFoundError):
+        client.read_many(["/ds/big.bin", "/nomount/x"])
+    with pytest.raises(FileNotFoundError):
+        client.open("/ds/nope")
+    with pytest.raises(IsADirectoryError):
+        client.open("/ds/class0")
+    with pytest.raises(ValueError):
+        client.read("relative/path")
+    with pytest.raises(TypeError, match="unknown option"):
+        larder.Client("127.0.0.1:1", no_such_option=1)
+    # Errors cross process boundaries (DataLoader workers pickle them).
+    err = pickle.loads(pickle.dumps(larder.ObjectChangedError("changed", "/x")))
+    assert isinstance(err, larder.ObjectChangedError) and err.path == "/x"
+    assert issubclass(larder.ObjectChangedError, larder.Error)
+    assert issubclass(larder.UnavailableError, ConnectionError)
+    assert issubclass(larder.DeadlineExceededError, TimeoutError)
+    assert issubclass(larder.UnauthenticatedError, PermissionError)
+
+
+def test_unreachable_master_is_unavailable():
+    c = larder.Client("127.0.0.1:%d" % free_port())
+    t = time.monotonic()
+    with pytest.raises(larder.UnavailableError) as e:
+        c.stat("/ds/big.bin")
+    assert isinstance(e.value, ConnectionError) and "master" in str(e.value)
+    assert time.monotonic() - t < 30
+    # LARDER_MASTER is read when no master is given.
+    os.environ["LARDER_MASTER"] = "127.0.0.1:1"
+    try:
+        assert larder.Client().master == "127.0.0.1:1"
+    finally:
+        del os.environ["LARDER_MASTER"]
+
+
+def test_object_replaced_while_open_raises_object_changed(cluster, client, dataset):
+    root = dataset[0]
+    path = os.path.join(root, "replaced.bin")
+    with open(path, "wb") as f:
+        f.write(b"a" * 5000)
+    cluster.run("invalidate", "/ds")
+    f = _open_when_seen(client, "/ds/replaced.bin")
+    time.sleep(0.01)
+    with open(path + ".tmp", "wb") as g:
+        g.write(b"b" * 6000)
+    os.rename(path + ".tmp", path)
+    with pytest.raises(larder.ObjectChangedError) as e:
+        f.read()
+    assert e.value.code_name == "FAILED_PRECONDITION"
+    # A new open sees the new version.
+    cluster.run("invalidate", "/ds/replaced.bin")
+    deadline = time.monotonic() + 10
+    while client.stat("/ds/replaced.bin").size != 6000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.read("/ds/replaced.bin") == b"b" * 6000
+    os.unlink(path)
+
+
+def _open_when_seen(client, path):
+    """Opens a file just written to the under-store: the client hears of
+    `larder invalidate` from the master within its ring_refresh tick."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return client.open(path)
+        except larder.NotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+ADMIN = "admin-token-0123456789abcdef"
+
+
+def test_refused_credential(dataset, tmp_path):
+    root = dataset[0]
+    tokens = tmp_path / "tokens"
+    tokens.write_text("admin %s\nreader reader-token-0123456789abcd\n" % ADMIN)
+    worker_token = _token(tmp_path, "w", ADMIN)
+    with Cluster(workers=1, allowed_root=root, token=ADMIN,
+                 master_flags=["--auth_tokens_file=%s" % tokens],
+                 worker_flags=["--auth_tokens_file=%s" % tokens,
+                               "--token_file=%s" % worker_token]) as c:
+        c.mount("/sec", "file://" + root)
+        good = larder.Client(c.master, token_file=_token(tmp_path, "r", "reader-token-0123456789abcd"))
+        assert good.read("/sec/class0/00000.jpg") == dataset[1]["class0/00000.jpg"]
+        bad = larder.Client(c.master, token_file=_token(tmp_path, "b", "wrong-token-0123456789abcdef"))
+        with pytest.raises(PermissionError) as e:
+            bad.read("/sec/class0/00000.jpg")
+        assert isinstance(e.value, larder.UnauthenticatedError)
+        assert e.value.code_name == "UNAUTHENTICATED"
+        assert "wrong-token" not in str(e.value)
+        none = larder.Client(c.master)
+        with pytest.raises(larder.UnauthenticatedError):
+            none.stat("/sec")
+
+
+def _token(tmp_path, name, token):
+    p = tmp_path / ("token-" + name)
+    p.write_text(token + "\n")
+    p.chmod(0o600)
+    return str(p)
+
+
+def test_threads_read_side_by_side_without_the_gil(client, dataset):
+    _, files, _ = dataset
+    paths = ["/ds/" + r for r in sorted(files)]
+    client.read_many(paths)  # Warm.
+    spins = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            spins[0] += 1
+
+    advanced, calls = 0, 0
+    results = {}
+
+    def reader(name):
+        data = [client.read("/ds/big.bin") for _ in range(3)]
+        results[name] = all(d == files["big.bin"] for d in data)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        # While one native call runs, Python code in another thread runs too.
+        for _ in range(5):
+            before = spins[0]
+            client.read_many(paths)
+            calls += 1
+            advanced += spins[0] > before
+        # Two readers at once both finish, with the right bytes.
+        readers = [threading.Thread(target=reader, args=(n,)) for n in ("a", "b")]
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join(60)
+    finally:
+        stop.set()
+        spinner.join()
+    assert advanced == calls, "the GIL was held through %d of %d calls" % (calls - advanced,
+                                                                           calls)
+    assert results == {"a": True, "b": True}
+
+
+_FORK_CLIENT = None  # Inherited by the pool's processes through fork().
+
+
+def _child_reads(args):
+    paths, digests = args
+    client = _FORK_CLIENT
+    got = [hashlib.sha256(client.read(p)).hexdigest() for p in paths]
+    return got == digests, os.getpid()
+
+
+def test_client_reconnects_after_fork(client, dataset):
+    _, files, _ = dataset
+    paths = ["/ds/" + r for r in sorted(files) if r.startswith("class")][:40]
+    digests = [hashlib.sha256(files[p[len("/ds/"):]]).hexdigest() for p in paths]
+    # The parent is connected and has a file open across the fork.
+    assert client.read(paths[0]) == files[paths[0][len("/ds/"):]]
+    f = client.open("/ds/big.bin")
+    assert f.read(10) == files["big.bin"][:10]
+    global _FORK_CLIENT
+    _FORK_CLIENT = client
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(4) as pool:
+        results = pool.map(_child_reads, [(paths, digests)] * 8)
+    assert all(ok for ok, _ in results)
+    assert len({pid for _, pid in results}) >= 2
+    # A child that reads the inherited open file and lists.
+    pid = os.fork()
+    if pid == 0:
+        ok = f.read(10) == files["big.bin"][10:20] and client.listdir("/ds/wds")
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    # The parent goes on, with the same open file.
+    assert f.read(10) == files["big.bin"][10:20]
+    assert client.read(paths[1]) == files[paths[1][len("/ds/"):]]
+    f.close()
