@@ -21,6 +21,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+# `import larder` for Debian's /usr/bin/python3 (into /usr/local/lib/python3.*/dist-packages).
+cmake --install "${LARDER_BUILD_DIR:-build}" --component python >/dev/null
+echo "installed the Python client: $(/usr/bin/python3 -c 'import larder; print(larder.__file__)')"
 larder="$PWD/${LARDER_BUILD_DIR:-build}/cli/larder"
 work=${1:-/tmp/larder-demo}
 rm -rf "$work" && mkdir -p "$work"
@@ -103,6 +106,27 @@ done
 ls "$work/mnt" "$work/mnt/datasets/sample"
 diff -r "$dataset" "$work/mnt/datasets/sample" && echo "FUSE: identical to the source, $(find "$work/mnt/datasets/sample" -type f | wc -l) files"
 kill -TERM "$fuse_pid"; wait "$fuse_pid" || true
+echo
+echo "== the Python client: a PyTorch DataLoader over /datasets/sample/train (larder.torch)"
+(cd / && /usr/bin/python3 - "$dataset" <<'PY'
+import hashlib, os, sys
+import torch
+from torch.utils.data import DataLoader, RandomSampler
+from larder.torch import LarderMapDataset, PrefetchSampler
+
+root = sys.argv[1]
+def check(s):  # Each sample is compared with the source file.
+    with open(os.path.join(root, s.path[len("/datasets/sample/"):]), "rb") as f:
+        return int(f.read() == s.data), s.target
+ds = LarderMapDataset.from_prefix("/datasets/sample/train", transform=check)
+loader = DataLoader(ds, batch_size=32, num_workers=2,
+                    sampler=PrefetchSampler(RandomSampler(ds), ds))
+ok = sum(int(same.sum()) for same, _ in loader)
+print("DataLoader read %d of %d samples identical to the source, %d classes" %
+      (ok, len(ds), len(ds.classes)))
+sys.exit(0 if ok == len(ds) else 1)
+PY
+)
 echo
 echo "== larder stats"
 "$larder" stats

@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""The Python client against a local directory and the FUSE mount, side by
+side in one run on a real local cluster (one master, two workers, the data in
+a local directory as under-store). Prints one table.
+
+  rows 1-3  N x SIZE files, the same Dataset code, DataLoader(num_workers=W,
+            batch_size=64): files in the page cache (open/read), the FUSE
+            mount (open/read), and LarderMapDataset (the client, warm).
+  rows 4-5  a 1 GiB shard read into one reused buffer with readinto():
+            from the page cache, and through the client (warm).
+  rows 6-7  a cold epoch (page cache dropped, a fresh mount): LarderMapDataset
+            with a RandomSampler, and with PrefetchSampler around it.
+
+  PYTHONPATH=build/python bench/python_loader_bench.py [--files 5000] [--size 102400]
+      [--workers 4] [--epochs 3] [--shard_mib 1024] [--dir /tmp/larder-pybench]
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python", "tests"))
+
+import torch  # noqa: E402
+from torch.utils.data import DataLoader, Dataset, RandomSampler  # noqa: E402
+
+import larder  # noqa: E402
+from cluster import Cluster, free_port  # noqa: E402
+from larder.torch import LarderMapDataset, PrefetchSampler  # noqa: E402
+
+
+class FileDataset(Dataset):
+    """The reference: plain open/read of files in a directory."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        with open(self.paths[i], "rb") as f:
+            return len(f.read())
+
+
+def length(sample):
+    return len(sample.data)
+
+
+def drop_page_cache():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def loader_rate(ds, workers, epochs, sampler=None):
+    """Samples/s over `epochs` epochs (after one untimed warm-up epoch when
+    epochs > 0 is asked with warm=True by the caller)."""
+    loader = DataLoader(ds, batch_size=64, num_workers=workers, sampler=sampler,
+                        persistent_workers=workers > 0)
+    n, total = 0, 0
+    t = time.monotonic()
+    for _ in range(epochs):
+        for batch in loader:
+            n += len(batch)
+            total += int(sum(batch))
+    return n / (time.monotonic() - t), total
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=5000)
+    ap.add_argument("--size", type=int, default=100 << 10)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--shard_mib", type=int, default=1024)
+    ap.add_argument("--dir", default="/tmp/larder-pybench")
+    args = ap.parse_args()
+
+    shutil.rmtree(args.dir, ignore_errors=True)
+    data = os.path.join(args.dir, "data")
+    for i in range(args.files):
+        d = os.path.join(data, "small", "c%02d" % (i % 50))
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "%06d.jpg" % i), "wb") as f:
+            f.write(os.urandom(args.size))
+    shard = os.path.join(data, "shard.tar")
+    with open(shard, "wb") as f:
+        for _ in range(args.shard_mib):
+            f.write(os.urandom(1 << 20))
+    paths = sorted(os.path.join(dp, n) for dp, _, ns in os.walk(os.path.join(data, "small"))
+                   for n in ns)
+    rows = []
+    ram = "%dMiB" % (args.files * args.size * 2 // (1 << 20) + args.shard_mib + 512)
+    with Cluster(workers=2, allowed_root=data, ram=ram) as c:
+        c.mount("/b", "file://" + data)
+        client = larder.Client(c.master)
+
+        # 1. Page cache.
+        FileDataset(paths)  # Warm the page cache with one pass.
+        for p in paths:
+            with open(p, "rb") as f:
+                f.read()
+        local, want = loader_rate(FileDataset(paths), args.workers, args.epochs)
+        rows.append(("local dir, page cache (open/read)", "%.0f samples/s" % local, "1.00"))
+
+        # 3. Larder client, warm (one warm-up epoch first).
+        ds = LarderMapDataset.from_prefix("/b/small", transform=length, client=client)
+        assert len(ds) == args.files
+        loader_rate(ds, args.workers, 1)
+        lar, got = loader_rate(ds, args.workers, args.epochs)
+        assert got == want, (got, want)
+
+        # 2. FUSE mount of the same cluster, warm.
+        mnt = os.path.join(args.dir, "mnt")
+        os.makedirs(mnt, exist_ok=True)
+        env = dict(os.environ, LARDER_MASTER=c.master)
+        fuse = subprocess.Popen([c.cli, "fuse", mnt,
+                                 "--fuse_metrics_listen=127.0.0.1:%d" % free_port()],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not os.path.ismount(mnt) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            fpaths = [os.path.join(mnt, "b", os.path.relpath(p, data)) for p in paths]
+            loader_rate(FileDataset(fpaths), args.workers, 1)
+            fz, got = loader_rate(FileDataset(fpaths), args.workers, args.epochs)
+            assert got == want
+        finally:
+            fuse.terminate()
+            fuse.wait(30)
+            subprocess.run(["fusermount3", "-u", "-z", mnt], stderr=subprocess.DEVNULL)
+        rows.append(("FUSE mount (open/read)", "%.0f samples/s" % fz, "%.2f" % (fz / local)))
+        rows.append(("larder.torch LarderMapDataset", "%.0f samples/s" % lar,
+                     "%.2f (%.2fx FUSE)" % (lar / local, lar / fz)))
+
+        # 4-5. 1 GiB with readinto into one reused buffer.
+        buf = bytearray(8 << 20)
+        with open(shard, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
+        best_pc = 0.0
+        for _ in range(3):
+            t = time.monotonic()
+            with open(shard, "rb", buffering=0) as f:
+                while f.readinto(buf):
+                    pass
+            best_pc = max(best_pc, (args.shard_mib << 20) / (time.monotonic() - t) / 1e9)
+        best_l = 0.0
+        client.read_many(["/b/shard.tar"])  # Warm.
+        for _ in range(3):
+            t = time.monotonic()
+            with client.open("/b/shard.tar") as f:
+                while f.readinto(buf):
+                    pass
+            best_l = max(best_l, (args.shard_mib << 20) / (time.monotonic() - t) / 1e9)
+        rows.append(("1 GiB readinto, page cache", "%.2f GB/s" % best_pc, "1.00"))
+        rows.append(("1 GiB readinto, larder client", "%.2f GB/s" % best_l,
+                     "%.2f" % (best_l / best_pc)))
+
+        # 6-7. Cold epochs: a fresh mount each, page cache dropped.
+        for name, prefetch in (("cold epoch, RandomSampler", False),
+                               ("cold epoch, PrefetchSampler", True)):
+            mount = "/cold%d" % prefetch
+            c.mount(mount, "file://" + data)
+            drop_page_cache()
+            cds = LarderMapDataset.from_prefix(mount + "/small", transform=length,
+                                               client=client)
+            sampler = RandomSampler(cds)
+            if prefetch:
+                sampler = PrefetchSampler(sampler, cds, lookahead=1024)
+            hits = c.metric("larder_worker_hits_total")
+            rate, got = loader_rate(cds, args.workers, 1, sampler=sampler)
+            assert got == want // args.epochs
+            misses = args.files - int(c.metric("larder_worker_hits_total") - hits)
+            rows.append((name, "%.0f samples/s" % rate, "%d of %d reads missed" % (misses,
+                                                                                 args.files)))
+
+    shutil.rmtree(args.dir, ignore_errors=True)
+    print("python_loader_bench: %d x %d KiB files, DataLoader(num_workers=%d, batch_size=64), "
+          "%d epochs; %d CPUs" % (args.files, args.size >> 10, args.workers, args.epochs,
+                                  os.cpu_count()))
+    print("%-36s %18s  %s" % ("READ", "RATE", "VS PAGE CACHE"))
+    for r in rows:
+        print("%-36s %18s  %s" % r)
+
+
+if __name__ == "__main__":
+    main()
