@@ -363,7 +363,7 @@ class NativeFile {
     absl::StatusOr<size_t> n;
     {
       py::gil_scoped_release nogil;
-      n = Read(offset, buf.span());
+      n = ReadNoGil(offset, buf.span());
     }
     return ValueOrRaise(std::move(n), info_.path);
   }
@@ -379,7 +379,7 @@ class NativeFile {
     if (want > 0) {
       absl::Span<char> span = BytesSpan(out);
       py::gil_scoped_release nogil;
-      n = Read(offset, span);
+      n = ReadNoGil(offset, span);
     }
     ShrinkBytes(out, ValueOrRaise(std::move(n), info_.path));
     return out;
@@ -387,7 +387,7 @@ class NativeFile {
 
  private:
   // Without the GIL.
-  absl::StatusOr<size_t> Read(uint64_t offset, absl::Span<char> out) {
+  absl::StatusOr<size_t> ReadNoGil(uint64_t offset, absl::Span<char> out) {
     absl::StatusOr<NativeClient::Use> use = owner_->Acquire();
     if (!use.ok()) return use.status();
     absl::StatusOr<File*> file = Current(*use);
@@ -529,28 +529,6 @@ std::unique_ptr<NativeFile> Open(NativeClient& c, const std::string& path) {
                                       generation);
 }
 
-// The whole file, into a bytes object allocated at its final size.
-py::bytes ReadFile(NativeClient& c, const std::string& path) {
-  std::optional<NativeClient::Use> use;
-  std::unique_ptr<File> file =
-      Call<std::unique_ptr<File>>(c, path, [&](NativeClient::Use& u) {
-        absl::StatusOr<std::unique_ptr<File>> f = u->Open(path);
-        use.emplace(std::move(u));  // Held until the bytes are read.
-        return f;
-      });
-  py::bytes out = NewBytes(file->info().size);
-  absl::Span<char> span = BytesSpan(out);
-  absl::Status st;
-  {
-    py::gil_scoped_release nogil;
-    st = ReadWhole(*file, span);
-    file.reset();
-    use.reset();
-  }
-  OkOrRaise(st, path);
-  return out;
-}
-
 // Whole files, read in parallel on read_threads threads: opened (metadata
 // from the node's cache, else the master), then each read into a bytes
 // object of its final size. The first error (in the order of `paths`) is
@@ -625,6 +603,12 @@ void Prefetch(NativeClient& c, const std::vector<std::string>& paths) {
              });
 }
 
+// The whole file, into a bytes object allocated at its final size (one
+// path of ReadMany: no pool thread is used for it).
+py::bytes ReadFile(NativeClient& c, const std::string& path) {
+  return ReadMany(c, {path})[0].cast<py::bytes>();
+}
+
 py::dict Stats(NativeClient& c) {
   const ClientStats s =
       Call<ClientStats>(c, "", [](NativeClient::Use& u) { return u->stats(); });
@@ -684,8 +668,8 @@ PYBIND11_MODULE(_native, m) {
                              py::return_value_policy::reference_internal)
       .def("readinto", &NativeFile::ReadInto, py::arg("offset"),
            py::arg("buffer"))
-      .def("read", py::overload_cast<uint64_t, int64_t>(&NativeFile::Read),
-           py::arg("offset"), py::arg("length") = -1);
+      .def("read", &NativeFile::Read, py::arg("offset"),
+           py::arg("length") = -1);
 
   py::class_<NativeClient, std::shared_ptr<NativeClient>>(m, "Client")
       .def(py::init<std::string, const py::dict&>(), py::arg("master"),

@@ -9,19 +9,10 @@ import fnmatch
 import io
 import os
 import posixpath
+import re
 
 from . import _native
 from .errors import InvalidArgumentError, NotFoundError
-
-# ClientOptions fields a Client takes as keyword arguments (durations in
-# seconds), and the client fields of the security options.
-OPTIONS = frozenset((
-    "node", "readahead_blocks", "max_workers_per_block", "under_store_fallback",
-    "worker_timeout", "ring_refresh", "parallel_reads", "metadata_cache_entries",
-    "metadata_cache_bytes", "metadata_stale_window", "tls_ca_file",
-    "tls_cert_file", "tls_key_file", "tls_server_name", "token_file",
-    "read_threads",
-))
 
 DEFAULT_MASTER = "127.0.0.1:7060"
 
@@ -61,14 +52,11 @@ class Client:
     """
 
     def __init__(self, master=None, **options):
-        unknown = sorted(set(options) - OPTIONS)
-        if unknown:
-            raise TypeError("larder.Client: unknown option(s) %s (known: %s)" %
-                            (", ".join(unknown), ", ".join(sorted(OPTIONS))))
         self.master = master or os.environ.get("LARDER_MASTER") or DEFAULT_MASTER
         self._options = dict(options)
-        # Connects on first use; before a fork the native side closes the
-        # connection, and both processes reconnect on their next call.
+        # Checks the options (TypeError for an unknown one) and connects on
+        # first use; before a fork the native side closes the connection,
+        # and both processes reconnect on their next call.
         self._native = _native.Client(self.master, self._options)
 
     def __repr__(self):
@@ -276,7 +264,6 @@ class LarderFile(io.RawIOBase):
 
 
 def _glob_regex(pattern):
-    import re
     out, i = [], 0
     while i < len(pattern):
         if pattern.startswith("**/", i):

@@ -16,7 +16,7 @@ import io
 
 from fsspec.spec import AbstractFileSystem
 
-from .client import Client, _clean
+from .client import Client
 
 
 class LarderFileSystem(AbstractFileSystem):
@@ -91,5 +91,5 @@ class LarderFileSystem(AbstractFileSystem):
               **kwargs):
         if "r" not in mode or any(c in mode for c in "wax+"):
             raise PermissionError("larder:// is read-only (mode %r)" % mode)
-        raw = self.client.open(_clean(self._strip_protocol(path)))
+        raw = self.client.open(self._strip_protocol(path))
         return io.BufferedReader(raw, buffer_size=block_size or (1 << 20))

@@ -9,17 +9,17 @@ prefetches each epoch's files in the order the epoch will read them.
 Importing this module imports torch; ``import larder`` alone does not.
 """
 import io
-import posixpath
 import random
 import re
 import tarfile
 import threading
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch.distributed
 from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
 
 from .client import Client, _clean
+from .errors import NotFoundError
 
 
 class LarderSample(NamedTuple):
@@ -140,7 +140,6 @@ class LarderIterableDataset(IterableDataset):
         client = _default_client(kwargs.pop("client", None))
         shards = client.glob(pattern) if isinstance(pattern, str) else list(pattern)
         if not shards:
-            from .errors import NotFoundError
             raise NotFoundError("no shard matches %s" % pattern, str(pattern))
         return cls(shards, client=client, **kwargs)
 
@@ -211,8 +210,7 @@ class PrefetchSampler(Sampler):
         self.lookahead = lookahead
         self.lookahead_bytes = lookahead_bytes
         self.batch = max(1, batch)
-        self.client = client if client is not None else getattr(dataset, "client", None) \
-            or Client()
+        self.client = client or getattr(dataset, "client", None) or Client()
         self.requested = 0  # Files asked for, over all epochs (for tests and logs).
         self.errors = 0  # Prefetch calls that failed (reads still work).
 

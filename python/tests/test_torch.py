@@ -1,19 +1,17 @@
 """larder.torch with real DataLoaders (4 worker processes, fork) over a real
 cluster: every sample checked, misses counted on the workers."""
 import hashlib
-import os
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 import larder
 from cluster import Cluster
-from larder.torch import LarderIterableDataset, LarderMapDataset, PrefetchSampler
+from larder.torch import LarderIterableDataset, LarderMapDataset, PrefetchSampler, _Ahead
 
 
 def digest(sample):
@@ -89,8 +87,16 @@ def test_prefetch_sampler_makes_a_cold_epoch_mostly_hits(cluster, dataset):
           "(%d files requested ahead)" % (misses, sampler.requested))
     assert sampler.errors == 0
     assert misses <= 40
-    # By bytes: the window holds lookahead_bytes of the epoch's next files.
-    by_bytes = PrefetchSampler(RandomSampler(ds), ds, lookahead_bytes=1 << 20)
+    # By bytes: the window reaches as far as lookahead_bytes of the epoch's
+    # next files, in the epoch's order.
+    order = list(range(200))[::-1]
+    budget = sum(ds.sizes[i] for i in order[10:25])
+    by_bytes = PrefetchSampler(RandomSampler(ds), ds, lookahead_bytes=budget)
+    ahead = _Ahead(by_bytes, order)
+    ahead.pos = 10
+    assert ahead._target() == 25
+    ahead.pos = 195
+    assert ahead._target() == 200
     assert sorted(by_bytes) == list(range(200))
 
 
