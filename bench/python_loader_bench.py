@@ -4,19 +4,22 @@ side in one run on a real local cluster (one master, two workers, the data in
 a local directory as under-store). Prints one table.
 
   rows 1-3  N x SIZE files, the same Dataset code, DataLoader(num_workers=W,
-            batch_size=64): files in the page cache (open/read), the FUSE
-            mount (open/read), and LarderMapDataset (the client, warm).
+            batch_size=64, persistent workers): files in the page cache
+            (open/read), the FUSE mount (open/read), and LarderMapDataset
+            (the client), warm; one epoch of each per round, interleaved, the
+            median of R rounds after a warm-up round.
   rows 4-5  a 1 GiB shard read into one reused buffer with readinto():
             from the page cache, and through the client (warm).
   rows 6-7  a cold epoch (page cache dropped, a fresh mount): LarderMapDataset
             with a RandomSampler, and with PrefetchSampler around it.
 
   PYTHONPATH=build/python bench/python_loader_bench.py [--files 5000] [--size 102400]
-      [--workers 4] [--epochs 3] [--shard_mib 1024] [--dir /tmp/larder-pybench]
+      [--workers 4] [--rounds 5] [--shard_mib 1024] [--dir /tmp/larder-pybench]
 """
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -55,17 +58,24 @@ def drop_page_cache():
         f.write("3\n")
 
 
-def loader_rate(ds, workers, epochs, sampler=None):
-    """Samples/s over `epochs` epochs, and the bytes read (a check)."""
-    loader = DataLoader(ds, batch_size=64, num_workers=workers, sampler=sampler,
-                        persistent_workers=workers > 0)
+def make_loader(ds, workers, sampler=None, persistent=True):
+    return DataLoader(ds, batch_size=64, num_workers=workers, sampler=sampler,
+                      persistent_workers=persistent and workers > 0)
+
+
+def epoch_rate(loader):
+    """One epoch: samples/s, and the bytes read (a check)."""
     n, total = 0, 0
     t = time.monotonic()
-    for _ in range(epochs):
-        for batch in loader:
-            n += len(batch)
-            total += int(sum(batch))
+    for batch in loader:
+        n += len(batch)
+        total += int(sum(batch))
     return n / (time.monotonic() - t), total
+
+
+def cold_rate(ds, workers, sampler):
+    """One epoch with new (not persistent) workers."""
+    return epoch_rate(make_loader(ds, workers, sampler=sampler, persistent=False))
 
 
 def main():
@@ -73,7 +83,7 @@ def main():
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--size", type=int, default=100 << 10)
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--shard_mib", type=int, default=1024)
     ap.add_argument("--dir", default="/tmp/larder-pybench")
     args = ap.parse_args()
@@ -97,21 +107,13 @@ def main():
         c.mount("/b", "file://" + data)
         client = larder.Client(c.master)
 
-        # 1. Page cache.
+        # 1-3. The same DataLoader settings over the page cache, the FUSE
+        # mount and the client, warm, with persistent workers: one warm-up
+        # epoch each, then `rounds` rounds of one epoch of each, interleaved
+        # so that a noisy neighbour hits all three alike; the median epoch.
         for p in paths:  # Warm the page cache with one pass.
             with open(p, "rb") as f:
                 f.read()
-        local, want = loader_rate(FileDataset(paths), args.workers, args.epochs)
-        rows.append(("local dir, page cache (open/read)", "%.0f samples/s" % local, "1.00"))
-
-        # 3. Larder client, warm (one warm-up epoch first).
-        ds = LarderMapDataset.from_prefix("/b/small", transform=length, client=client)
-        assert len(ds) == args.files
-        loader_rate(ds, args.workers, 1)
-        lar, got = loader_rate(ds, args.workers, args.epochs)
-        assert got == want, (got, want)
-
-        # 2. FUSE mount of the same cluster, warm.
         mnt = os.path.join(args.dir, "mnt")
         os.makedirs(mnt, exist_ok=True)
         env = dict(os.environ, LARDER_MASTER=c.master)
@@ -122,14 +124,28 @@ def main():
             deadline = time.monotonic() + 30
             while not os.path.ismount(mnt) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            ds = LarderMapDataset.from_prefix("/b/small", transform=length, client=client)
+            assert len(ds) == args.files
             fpaths = [os.path.join(mnt, "b", os.path.relpath(p, data)) for p in paths]
-            loader_rate(FileDataset(fpaths), args.workers, 1)
-            fz, got = loader_rate(FileDataset(fpaths), args.workers, args.epochs)
-            assert got == want
+            loaders = [make_loader(FileDataset(paths), args.workers),
+                       make_loader(FileDataset(fpaths), args.workers),
+                       make_loader(ds, args.workers)]
+            rates = [[], [], []]
+            want = None
+            for r in range(args.rounds + 1):
+                for k, loader in enumerate(loaders):
+                    rate, total = epoch_rate(loader)
+                    assert want is None or total == want, (k, total, want)
+                    want = total
+                    if r > 0:  # Round 0 warms up.
+                        rates[k].append(rate)
+            local, fz, lar = (statistics.median(x) for x in rates)
+            del loaders
         finally:
             fuse.terminate()
             fuse.wait(30)
             subprocess.run(["fusermount3", "-u", "-z", mnt], stderr=subprocess.DEVNULL)
+        rows.append(("local dir, page cache (open/read)", "%.0f samples/s" % local, "1.00"))
         rows.append(("FUSE mount (open/read)", "%.0f samples/s" % fz, "%.2f" % (fz / local)))
         rows.append(("larder.torch LarderMapDataset", "%.0f samples/s" % lar,
                      "%.2f (%.2fx FUSE)" % (lar / local, lar / fz)))
@@ -170,15 +186,15 @@ def main():
             if prefetch:
                 sampler = PrefetchSampler(sampler, cds, lookahead=1024)
             hits = c.metric("larder_worker_hits_total")
-            rate, got = loader_rate(cds, args.workers, 1, sampler=sampler)
-            assert got == want // args.epochs
+            rate, got = cold_rate(cds, args.workers, sampler)
+            assert got == want
             misses = args.files - int(c.metric("larder_worker_hits_total") - hits)
             rows.append((name, "%.0f samples/s" % rate, "%d of %d reads missed" % (misses,
                                                                                  args.files)))
 
     shutil.rmtree(args.dir, ignore_errors=True)
     print("python_loader_bench: %d x %d KiB files, DataLoader(num_workers=%d, batch_size=64), "
-          "%d epochs; %d CPUs" % (args.files, args.size >> 10, args.workers, args.epochs,
+          "median of %d epochs; %d CPUs" % (args.files, args.size >> 10, args.workers, args.rounds,
                                   os.cpu_count()))
     print("%-36s %18s  %s" % ("READ", "RATE", "VS PAGE CACHE"))
     for r in rows:

@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker_client.h"
 #include "gmock/gmock.h"
@@ -208,6 +209,90 @@ TEST_F(ClusterTest, ShortCircuitLeasesAreKeptBoundedAndGivenBack) {
       << held();
   EXPECT_GT(held(), 0);
   EXPECT_GT(local->stats().blocks_short_circuit, 0u);
+}
+
+TEST_F(ClusterTest, FileBatchesCopyEveryFileExactlyOnEveryPath) {
+  auto local = Connect("");  // This host: short-circuit.
+  auto remote = Connect("elsewhere");
+  ASSERT_TRUE(local && remote);
+  std::vector<std::string> paths;
+  std::vector<std::unique_ptr<File>> opened;
+  std::vector<File*> files;
+  for (const auto& [path, data] : files_) {
+    auto f = local->Open("/datasets/ds/" + path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    paths.push_back(path);
+    files.push_back(f->get());
+    opened.push_back(*std::move(f));
+  }
+  auto read_all = [&](Client& client, std::vector<File*> batch_files) {
+    std::vector<std::string> bufs;
+    std::vector<absl::Span<char>> spans;
+    for (const std::string& p : paths)
+      bufs.emplace_back(files_[p].size(), '\0');
+    for (std::string& b : bufs) spans.push_back(absl::MakeSpan(b));
+    std::vector<absl::Status> st = client.ReadFiles(batch_files, spans);
+    int bad = 0;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (!st[i].ok() || bufs[i] != files_[paths[i]]) {
+        ADD_FAILURE() << paths[i] << ": "
+                      << (st[i].ok() ? "wrong bytes" : st[i].ToString());
+        ++bad;
+      }
+    }
+    return bad;
+  };
+  // Files of 1 to 3 blocks, cold then warm, by short-circuit.
+  EXPECT_EQ(read_all(*local, files), 0);
+  EXPECT_EQ(read_all(*local, files), 0);
+  EXPECT_GT(local->stats().blocks_short_circuit, 0u);
+  // The leases are given back when the batch goes (a one-way message).
+  auto leases = [&] {
+    double n = 0;
+    for (auto& w : workers_)
+      n += w->Metric("larder_worker_short_circuit_leases").value_or(0);
+    return n;
+  };
+  EXPECT_TRUE(testing::WaitFor([&] { return leases() == 0; }, absl::Seconds(5)))
+      << leases();
+
+  // Over gRPC (another node's client opens its own files).
+  std::vector<std::unique_ptr<File>> remote_opened;
+  std::vector<File*> remote_files;
+  for (const std::string& p : paths) {
+    auto f = remote->Open("/datasets/ds/" + p);
+    ASSERT_TRUE(f.ok()) << f.status();
+    remote_files.push_back(f->get());
+    remote_opened.push_back(*std::move(f));
+  }
+  EXPECT_EQ(read_all(*remote, remote_files), 0);
+  EXPECT_GT(remote->stats().blocks_grpc, 0u);
+  EXPECT_EQ(remote->stats().blocks_short_circuit, 0u);
+
+  // Files copied out one at a time, in any order; named errors.
+  std::unique_ptr<FileBatch> batch = local->ReadBatch(files);
+  ASSERT_EQ(batch->size(), files.size());
+  for (size_t i = files.size(); i-- > 0;) {
+    std::string buf(files_[paths[i]].size(), '\0');
+    ASSERT_TRUE(batch->ReadInto(i, absl::MakeSpan(buf)).ok()) << paths[i];
+    EXPECT_TRUE(buf == files_[paths[i]]) << paths[i];
+  }
+  std::string small(10, '\0');
+  EXPECT_EQ(batch->ReadInto(0, absl::MakeSpan(small)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batch->ReadInto(files.size(), absl::MakeSpan(small)).code(),
+            absl::StatusCode::kOutOfRange);
+  batch.reset();
+  // A file opened by another client is refused, by name.
+  std::vector<absl::Status> foreign =
+      local->ReadFiles({remote_files[0]}, {absl::MakeSpan(small)});
+  EXPECT_EQ(foreign[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(foreign[0].message(), "another client"));
+
+  // A worker killed: its blocks are read again with failover, still exact.
+  workers_[1]->Kill(SIGKILL);
+  EXPECT_EQ(read_all(*local, files), 0);
+  EXPECT_EQ(read_all(*remote, remote_files), 0);
 }
 
 TEST_F(ClusterTest, ReadViewsLendTheRightBytesOnEveryPath) {

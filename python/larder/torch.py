@@ -48,7 +48,7 @@ class LarderMapDataset(Dataset):
 
     def __init__(self, paths, sizes=None, root=None, transform=None, client=None):
         self.client = _default_client(client)
-        self.paths = list(paths)
+        self.paths = [_clean(p) for p in paths]
         self.sizes = list(sizes) if sizes is not None else None
         self.root = _clean(root) if root else None
         self.transform = transform
@@ -80,8 +80,19 @@ class LarderMapDataset(Dataset):
         return self._sample(i, self.client.read(self.paths[i]))
 
     def __getitems__(self, indices):
-        data = self.client.read_many([self.paths[i] for i in indices])
-        return [self._sample(i, d) for i, d in zip(indices, data)]
+        # One exchange for the batch; each file is copied out just before its
+        # transform runs, so the transform reads it from the CPU's cache.
+        paths, targets, transform = self.paths, self.targets, self.transform
+        indices = list(indices)
+        if transform is None:
+            def sample(k, data):
+                i = indices[k]
+                return LarderSample(paths[i], data, targets[i])
+        else:
+            def sample(k, data):
+                i = indices[k]
+                return transform(LarderSample(paths[i], data, targets[i]))
+        return self.client._read_each_clean([paths[i] for i in indices], sample)
 
 
 def _classes(root, paths):

@@ -32,6 +32,39 @@ def test_read_open_and_read_many_are_byte_exact(client, dataset):
     for rel, data in zip(paths, got):
         assert data == files[rel], rel
     assert client.read_many([]) == []
+    # read_each: each file handed to fn in order, with its index.
+    seen = client.read_each(["/ds/" + rel for rel in paths],
+                            lambda i, data: (i, hashlib.sha256(data).hexdigest()))
+    assert seen == [(i, hashlib.sha256(files[rel]).hexdigest())
+                    for i, rel in enumerate(paths)]
+
+
+def test_read_each_passes_errors_on_and_gives_every_lease_back(cluster, dataset):
+    _, files, _ = dataset
+    paths = ["/ds/" + rel for rel in sorted(files)]
+    # Other tests' clients keep leases for their reads to come; a client of
+    # its own here, and the count it started from.
+    before = cluster.metric("larder_worker_short_circuit_leases")
+    client = larder.Client(cluster.master)
+
+    def fail_at_third(i, data):
+        if i == 2:
+            raise KeyError("decoder failed")
+        return len(data)
+
+    with pytest.raises(KeyError, match="decoder failed"):
+        client.read_each(paths, fail_at_third)
+    with pytest.raises(larder.NotFoundError) as e:
+        client.read_each(paths[:3] + ["/ds/class0/missing.jpg"], lambda i, d: d)
+    assert e.value.path == "/ds/class0/missing.jpg"
+    # Neither failure kept a lease (the release is one-way: wait for it).
+    deadline = time.monotonic() + 10
+    while cluster.metric("larder_worker_short_circuit_leases") > before:
+        assert time.monotonic() < deadline, "leases were not given back"
+        time.sleep(0.05)
+    assert client.read_each(paths, lambda i, d: len(d)) == [
+        len(files[rel]) for rel in sorted(files)]
+    client.close()
 
 
 def test_readinto_seek_tell_at_odd_offsets_across_blocks(client, dataset):

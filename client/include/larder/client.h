@@ -173,6 +173,26 @@ struct ReadPiece {
 
 class Client;
 
+// The whole files of one batch, held where they lie until copied out: the
+// blocks of the worker on this node as leases of its memory (taken in one
+// exchange per worker), blocks of other workers as the gRPC buffers they
+// arrived in (fetched in parallel). A consumer that copies a file out and
+// then uses it (a decoder) finds it still in the CPU's cache, which a batch
+// copied out whole first would have pushed out (measured on a 2-core VM: a
+// 100 KiB copy cost 15 us that way, against 10 us for a file read just
+// before use). The memory stays held until the batch is destroyed.
+// ReadInto may be called from several threads at once.
+class FileBatch {
+ public:
+  virtual ~FileBatch() = default;
+  virtual size_t size() const = 0;
+  // Copies all of file i into `out` (exactly the file's size). A block
+  // whose lease was refused is read now, with failover. Errors: as
+  // File::Read; InvalidArgument (a buffer of the wrong size, a file opened
+  // by another client); OutOfRange (no file i).
+  virtual absl::Status ReadInto(size_t i, absl::Span<char> out) = 0;
+};
+
 // An open file, pinned to the version it had at Open. Thread-safe.
 class File {
  public:
@@ -234,6 +254,18 @@ class Client {
   // Resolves the path like Stat (no RPC when its metadata is cached).
   virtual absl::StatusOr<std::unique_ptr<File>> Open(
       absl::string_view path) = 0;
+  // Whole files for a loader that reads a batch of small files (one per
+  // sample), in as few exchanges as placement allows: see FileBatch. The
+  // leases are given back in one message per worker when the batch is
+  // destroyed, which must be before the Client. `files` were opened by
+  // this client.
+  virtual std::unique_ptr<FileBatch> ReadBatch(
+      absl::Span<File* const> files) = 0;
+  // ReadBatch, with every file copied into its buffer (exactly its size).
+  // One status per file, in order.
+  virtual std::vector<absl::Status> ReadFiles(
+      absl::Span<File* const> files,
+      absl::Span<const absl::Span<char>> out) = 0;
   // Asks the owners to fetch every block of these files (a loader that knows
   // its next files: a shuffled epoch order is known in advance). Returns once
   // the requests are sent.
