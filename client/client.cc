@@ -22,7 +22,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/metadata_cache.h"
@@ -320,7 +319,7 @@ class ClientImpl final : public Client {
       }
     }
     for (auto& [socket, held] : local) LeaseParts(socket, held, *batch);
-    RunParallel(remote.size(), [&](size_t k) {
+    ParallelFor(*pool_, remote.size(), [&](size_t k) {
       BatchImpl::Part& p = *remote[k];
       absl::StatusOr<ByteView> v = ReadBlockView(p.id, 0, p.id.length());
       if (v.ok()) {
@@ -1201,30 +1200,6 @@ class ClientImpl final : public Client {
     }
     for (size_t k = 0; k < parts.size(); ++k)
       if (index[k] >= 0) parts[k]->lease = &held.leases[index[k]];
-  }
-
-  // fn(0), ..., fn(n - 1) on this thread and up to parallel_reads - 1
-  // threads of the pool. fn must not wait for tasks of the pool.
-  void RunParallel(size_t n, absl::FunctionRef<void(size_t)> fn) {
-    if (n <= 1) {
-      if (n == 1) fn(0);
-      return;
-    }
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-    };
-    const int helpers =
-        static_cast<int>(std::min<size_t>(n - 1, pool_->threads()));
-    absl::BlockingCounter done(helpers);
-    for (int h = 0; h < helpers; ++h) {
-      pool_->Schedule([&] {
-        work();
-        done.DecrementCount();
-      });
-    }
-    work();
-    done.Wait();
   }
 
   // A lease on `id` from the worker at `socket`: kept, or opened now; null

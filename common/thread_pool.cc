@@ -4,6 +4,9 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+
+#include "absl/synchronization/blocking_counter.h"
 
 namespace larder {
 
@@ -51,6 +54,29 @@ void ThreadPool::Loop() {
     }
     task();
   }
+}
+
+void ParallelFor(ThreadPool& pool, size_t n,
+                 absl::FunctionRef<void(size_t)> fn) {
+  if (n <= 1) {
+    if (n == 1) fn(0);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  const int helpers = static_cast<int>(
+      std::min<size_t>(n - 1, static_cast<size_t>(pool.threads())));
+  absl::BlockingCounter done(helpers);
+  for (int h = 0; h < helpers; ++h) {
+    pool.Schedule([&] {
+      work();
+      done.DecrementCount();
+    });
+  }
+  work();
+  done.Wait();
 }
 
 }  // namespace larder

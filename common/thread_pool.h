@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 
 namespace larder {
@@ -45,6 +46,13 @@ class ThreadPool {
   std::vector<std::thread> threads_;
   const std::string name_;
 };
+
+// fn(0), ..., fn(n - 1) on the calling thread and up to pool.threads() of
+// the pool's threads, each taking the next index; returns when all are done.
+// The caller must not be a thread of `pool`, and fn must not wait for tasks
+// of `pool`.
+void ParallelFor(ThreadPool& pool, size_t n,
+                 absl::FunctionRef<void(size_t)> fn);
 
 }  // namespace larder
 

@@ -31,7 +31,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -456,20 +455,7 @@ void NativeClient::ParallelFor(size_t n,
       pool_ = std::make_unique<ThreadPool>(read_threads_, "larder-py");
     pool = pool_.get();
   }
-  std::atomic<size_t> next{0};
-  const int helpers = static_cast<int>(
-      std::min<size_t>(n - 1, static_cast<size_t>(pool->threads())));
-  absl::BlockingCounter done(helpers);
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-  };
-  for (int h = 0; h < helpers; ++h)
-    pool->Schedule([&] {
-      work();
-      done.DecrementCount();
-    });
-  work();
-  done.Wait();
+  larder::ParallelFor(*pool, n, fn);
 }
 
 // The module's calls: each takes a Use without the GIL, and raises with it.

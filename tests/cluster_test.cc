@@ -242,8 +242,16 @@ TEST_F(ClusterTest, FileBatchesCopyEveryFileExactlyOnEveryPath) {
     }
     return bad;
   };
-  // Files of 1 to 3 blocks, cold then warm, by short-circuit.
+  // Files of 1 to 3 blocks, cold then warm, by short-circuit. The ring has
+  // just changed (three workers joined): where a block is cached is asked
+  // of the master in one Locate for the whole batch, not one per block.
+  auto locates = [&] {
+    return master_->Metric("larder_master_rpcs_total{method=\"Locate\"}")
+        .value_or(-1);
+  };
+  const double locates_before = locates();
   EXPECT_EQ(read_all(*local, files), 0);
+  EXPECT_EQ(locates() - locates_before, 1);
   EXPECT_EQ(read_all(*local, files), 0);
   EXPECT_GT(local->stats().blocks_short_circuit, 0u);
   // The leases are given back when the batch goes (a one-way message).

@@ -188,16 +188,27 @@ void ShortCircuitServer::Serve(int conn) {
                                     " allowed"));
     } else {
       // Misses of the batch are fetched in parallel, then granted in order.
-      for (const v1::BlockRef& ref : req.blocks())
-        store_->Prefetch(FromProto(ref));
+      // Hits are what the request found in RAM: a block that the batch's
+      // own fetches filled before its turn came is a miss, not a hit.
+      std::vector<std::shared_ptr<const Block>> found;
+      found.reserve(req.blocks_size());
+      for (const v1::BlockRef& ref : req.blocks()) {
+        const BlockId id = FromProto(ref);
+        found.push_back(store_->TryGetCached(id));
+        if (found.back() == nullptr) store_->Prefetch(id);
+      }
       const absl::Duration lease = std::min(
           options_.max_lease,
           absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
       const absl::Time deadline = absl::Now() + options_.open_timeout;
-      for (const v1::BlockRef& ref : req.blocks()) {
+      for (int k = 0; k < req.blocks_size(); ++k) {
         v1::ShortCircuitGrant* g = resp.add_grants();
-        absl::StatusOr<BlockRead> r = store_->Get(
-            FromProto(ref), deadline, [this] { return stopping_.load(); });
+        absl::StatusOr<BlockRead> r =
+            found[k] != nullptr
+                ? BlockRead{std::move(found[k]), BlockSource::kRam}
+                : store_->Get(
+                      FromProto(req.blocks(k)), deadline,
+                      [this] { return stopping_.load(); }, /*count_hit=*/false);
         if (!r.ok()) {
           g->set_code(static_cast<int>(r.status().code()));
           g->set_message(RedactSecrets(r.status().message()));

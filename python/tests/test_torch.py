@@ -67,6 +67,8 @@ def test_map_dataset_two_epochs_second_has_no_misses(cluster, dataset):
         assert run_epoch(loader, files, "/m") == 200
         misses = reader_misses(cluster, 200, hits)
         print("map dataset, no prefetch: epoch %d misses: %d of 200" % (epoch, misses))
+        if epoch == 1:  # The count sees a cold epoch (the prefetch test's baseline).
+            assert misses >= 180
         if epoch == 2:
             assert misses == 0
 
