@@ -16,6 +16,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +25,7 @@
 #include "common/flags.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/master_connection.h"
 #include "common/ring.h"
 #include "common/security.h"
 #include "common/status_macros.h"
@@ -38,12 +40,31 @@ ABSL_DECLARE_FLAG(bool,
                   recursive);  // store_command.cc: also used by `larder ls`.
 
 ABSL_DECLARE_FLAG(std::vector<std::string>, allowed_file_roots);
+ABSL_DECLARE_FLAG(std::string, advertise);
 
-ABSL_FLAG(
-    std::string, master, "",
-    "Master address host:port (default: $LARDER_MASTER, else 127.0.0.1:7060).");
+ABSL_FLAG(std::string, master, "",
+          "Master address host:port, or the masters of an HA cluster "
+          "a:7060,b:7060,c:7060 (default: $LARDER_MASTER, else "
+          "127.0.0.1:7060).");
 ABSL_FLAG(std::string, state_dir, "/var/lib/larder/master",
-          "master: directory of the persisted mount table.");
+          "master: directory of the persisted state (mount table, ring, load "
+          "jobs); not used with --etcd.");
+ABSL_FLAG(std::string, etcd, "",
+          "master: high availability: etcd endpoints host:port,... holding "
+          "the state and electing the leader (empty: one master, state in "
+          "--state_dir).");
+ABSL_FLAG(std::string, etcd_prefix, "/larder/",
+          "master: prefix of Larder's keys in etcd.");
+ABSL_FLAG(std::string, etcd_ca_file, "",
+          "master: PEM CA bundle to verify etcd's certificate (TLS to etcd).");
+ABSL_FLAG(std::string, etcd_cert_file, "",
+          "master: PEM client certificate for etcd (--client-cert-auth).");
+ABSL_FLAG(std::string, etcd_key_file, "",
+          "master: PEM key of --etcd_cert_file.");
+ABSL_FLAG(absl::Duration, leader_lease, absl::Seconds(3),
+          "master: the leader's lease in etcd: a dead leader is replaced "
+          "within about this long (at least 2s).");
+
 ABSL_FLAG(std::string, master_listen, "127.0.0.1:7060",
           "master: gRPC address.");
 ABSL_FLAG(std::string, master_metrics_listen, "127.0.0.1:7061",
@@ -102,17 +123,13 @@ std::string MasterOrDefault() {
   return m.empty() ? "127.0.0.1:7060" : m;
 }
 
-// A stub for the master, with the TLS and token flags applied. Errors: a
-// token or PEM file that cannot be read.
-absl::StatusOr<std::unique_ptr<v1::Master::Stub>> Stub() {
+// The connection to the master (or the leader of several), with the TLS and
+// token flags applied. Errors: a bad --master, a token or PEM file that
+// cannot be read.
+absl::StatusOr<std::unique_ptr<MasterConnection>> Stub() {
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const ChannelFactory> channels,
                           ChannelFactory::Create(SecurityOptionsFromFlags()));
-  return v1::Master::NewStub(channels->Channel(MasterOrDefault()));
-}
-
-void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    absl::ToChronoMilliseconds(d));
+  return MasterConnection::Create(MasterOrDefault(), std::move(channels));
 }
 
 absl::Status Rpc(const grpc::Status& s) {
@@ -125,11 +142,16 @@ absl::Status Rpc(const grpc::Status& s) {
         "--tls_cert_file/--tls_key_file if it wants a client certificate; "
         "check --tls_server_name"));
   }
-  if (st.code() == absl::StatusCode::kUnavailable ||
-      st.code() == absl::StatusCode::kDeadlineExceeded) {
+  // An UNAVAILABLE from a master itself (no leader now, an under-store or
+  // etcd down) says why in its message.
+  if (!FromLarderServer(s) &&
+      (st.code() == absl::StatusCode::kUnavailable ||
+       st.code() == absl::StatusCode::kDeadlineExceeded)) {
+    const std::string m = MasterOrDefault();
     return absl::UnavailableError(absl::StrCat(
-        "cannot reach the Larder master at ", MasterOrDefault(),
-        " (is `larder master` running? set --master or LARDER_MASTER)"));
+        absl::StrContains(m, ',') ? "cannot reach any Larder master of "
+                                  : "cannot reach the Larder master at ",
+        m, " (is `larder master` running? set --master or LARDER_MASTER)"));
   }
   return st;
 }
@@ -149,8 +171,10 @@ std::string FormatTime(int64_t unix_ns) {
 // --- master ---------------------------------------------------------------
 
 absl::Status RunMaster(const std::vector<std::string>& args) {
-  LARDER_RETURN_IF_ERROR(WantArgs(
-      args, 0, "larder master [--master_listen=...] [--state_dir=...]"));
+  LARDER_RETURN_IF_ERROR(
+      WantArgs(args, 0,
+               "larder master [--master_listen=...] [--state_dir=...] "
+               "[--etcd=HOST:PORT,...]"));
   MasterOptions o;
   o.listen = absl::GetFlag(FLAGS_master_listen);
   o.state_dir = absl::GetFlag(FLAGS_state_dir);
@@ -160,6 +184,13 @@ absl::Status RunMaster(const std::vector<std::string>& args) {
   o.store.http = HttpOptionsFromFlags();
   o.store.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
   o.security = SecurityOptionsFromFlags();
+  o.etcd = absl::GetFlag(FLAGS_etcd);
+  o.etcd_prefix = absl::GetFlag(FLAGS_etcd_prefix);
+  o.etcd_ca_file = absl::GetFlag(FLAGS_etcd_ca_file);
+  o.etcd_cert_file = absl::GetFlag(FLAGS_etcd_cert_file);
+  o.etcd_key_file = absl::GetFlag(FLAGS_etcd_key_file);
+  o.leader_lease = absl::GetFlag(FLAGS_leader_lease);
+  o.advertise = absl::GetFlag(FLAGS_advertise);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -227,10 +258,9 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   if (args.empty()) {  // List.
     v1::MountTable t;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(10));
     LARDER_RETURN_IF_ERROR(
-        Rpc(stub->GetMounts(&ctx, v1::GetMountsRequest(), &t)));
+        Rpc(stub->Call(&v1::Master::Stub::GetMounts, v1::GetMountsRequest(), &t,
+                       absl::Seconds(10))));
     PrintMounts(t);
     return absl::OkStatus();
   }
@@ -247,9 +277,8 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   req.mutable_mount()->set_credentials(absl::GetFlag(FLAGS_credentials));
   LARDER_RETURN_IF_ERROR(SetPresentation(req.mutable_mount()));
   v1::MountTable t;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(30));
-  LARDER_RETURN_IF_ERROR(Rpc(stub->AddMount(&ctx, req, &t)));
+  LARDER_RETURN_IF_ERROR(
+      Rpc(stub->Call(&v1::Master::Stub::AddMount, req, &t, absl::Seconds(30))));
   PrintMounts(t);
   return absl::OkStatus();
 }
@@ -259,10 +288,9 @@ absl::Status RunUnmount(const std::vector<std::string>& args) {
   v1::RemoveMountRequest req;
   req.set_path(args[0]);
   v1::MountTable t;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(10));
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
-  LARDER_RETURN_IF_ERROR(Rpc(stub->RemoveMount(&ctx, req, &t)));
+  LARDER_RETURN_IF_ERROR(Rpc(
+      stub->Call(&v1::Master::Stub::RemoveMount, req, &t, absl::Seconds(10))));
   PrintMounts(t);
   return absl::OkStatus();
 }
@@ -312,10 +340,9 @@ absl::Status RunStat(const std::vector<std::string>& args) {
   v1::StatRequest req;
   req.set_path(args[0]);
   v1::StatResponse r;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(30));
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
-  LARDER_RETURN_IF_ERROR(Rpc(stub->Stat(&ctx, req, &r)));
+  LARDER_RETURN_IF_ERROR(
+      Rpc(stub->Call(&v1::Master::Stub::Stat, req, &r, absl::Seconds(30))));
   std::printf(
       "path:       %s\ntype:       %s\nsize:       %llu\nversion:    "
       "%s\nmtime:      %s\nmount:      %s\n"
@@ -476,9 +503,8 @@ absl::Status RunLoad(const std::vector<std::string>& args) {
   req.set_path(args[0]);
   v1::LoadStatus s;
   {
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(30));
-    LARDER_RETURN_IF_ERROR(Rpc(stub->StartLoad(&ctx, req, &s)));
+    LARDER_RETURN_IF_ERROR(Rpc(
+        stub->Call(&v1::Master::Stub::StartLoad, req, &s, absl::Seconds(30))));
   }
   if (!absl::GetFlag(FLAGS_wait)) {
     std::printf("%s\n", s.job_id().c_str());
@@ -489,9 +515,8 @@ absl::Status RunLoad(const std::vector<std::string>& args) {
     absl::SleepFor(absl::Milliseconds(250));
     v1::GetLoadRequest g;
     g.set_job_id(s.job_id());
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(10));
-    LARDER_RETURN_IF_ERROR(Rpc(stub->GetLoad(&ctx, g, &s)));
+    LARDER_RETURN_IF_ERROR(
+        Rpc(stub->Call(&v1::Master::Stub::GetLoad, g, &s, absl::Seconds(10))));
   }
   PrintProgress(s, true);
   std::printf("loaded %s: %llu files, %s in %.1f s, %llu blocks failed\n",
@@ -511,10 +536,9 @@ absl::Status RunInvalidate(const std::vector<std::string>& args) {
   v1::InvalidateRequest req;
   req.set_path(args[0]);
   v1::InvalidateResponse r;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(10));
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
-  LARDER_RETURN_IF_ERROR(Rpc(stub->Invalidate(&ctx, req, &r)));
+  LARDER_RETURN_IF_ERROR(Rpc(
+      stub->Call(&v1::Master::Stub::Invalidate, req, &r, absl::Seconds(10))));
   std::printf("dropped %llu cached metadata entries under %s\n",
               static_cast<unsigned long long>(r.dropped()), args[0].c_str());
   return absl::OkStatus();
@@ -525,11 +549,10 @@ absl::Status RunInvalidate(const std::vector<std::string>& args) {
 absl::Status RunStats(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(WantArgs(args, 0, "larder stats"));
   v1::ClusterStatsResponse r;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(30));
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   LARDER_RETURN_IF_ERROR(
-      Rpc(stub->GetClusterStats(&ctx, v1::ClusterStatsRequest(), &r)));
+      Rpc(stub->Call(&v1::Master::Stub::GetClusterStats,
+                     v1::ClusterStatsRequest(), &r, absl::Seconds(30))));
   std::printf("ring version %llu\n",
               static_cast<unsigned long long>(r.ring_version()));
   std::printf("%-24s %-6s %10s %10s %9s %12s %12s %12s %10s\n", "WORKER",
@@ -571,10 +594,10 @@ absl::Status RunStats(const std::vector<std::string>& args) {
 absl::Status RunRing(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(WantArgs(args, 0, "larder ring"));
   v1::Ring ring;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(10));
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
-  LARDER_RETURN_IF_ERROR(Rpc(stub->GetRing(&ctx, v1::GetRingRequest(), &ring)));
+  LARDER_RETURN_IF_ERROR(
+      Rpc(stub->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(), &ring,
+                     absl::Seconds(10))));
   std::vector<RingMember> members;
   for (const auto& w : ring.workers())
     members.push_back({w.id(), static_cast<double>(
@@ -601,6 +624,8 @@ const Command kMasterCommand = {
     "master", "run the master (membership, ring, mount table, metadata, loads)",
     "larder master [--master_listen=127.0.0.1:7060] "
     "[--state_dir=/var/lib/larder/master]\n"
+    "  HA: larder master --etcd=HOST:2379,... [--advertise=HOST:7060] "
+    "[--leader_lease=3s]\n"
     "              [--master_metrics_listen=127.0.0.1:7061] "
     "[--heartbeat_timeout=10s]\n"
     "              [--allowed_file_roots=DIR,...]   (file:// mounts: only "

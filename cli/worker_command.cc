@@ -74,8 +74,9 @@ ABSL_FLAG(std::string, node, "",
           "worker: node name; clients on the same node use short-circuit "
           "(default: host name).");
 ABSL_FLAG(std::string, advertise, "",
-          "worker: address clients use to reach it (default: --listen with the "
-          "bound port).");
+          "worker, master: the address others reach it at (worker default: "
+          "--listen with the bound port; master, with --etcd: "
+          "--master_listen, with the host name for 0.0.0.0).");
 
 namespace larder::cli {
 namespace {

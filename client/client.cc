@@ -31,6 +31,7 @@
 #include "common/block_proto.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/master_connection.h"
 #include "common/ring.h"
 #include "common/security.h"
 #include "common/status_macros.h"
@@ -169,7 +170,7 @@ class ClientImpl final : public Client {
       ::gethostname(host, sizeof(host) - 1);
       options_.node = host;
     }
-    master_ = v1::Master::NewStub(channels_->Channel(options_.master));
+
     pool_ = std::make_unique<ThreadPool>(std::max(1, options_.parallel_reads),
                                          "larder-client");
     // Lease-ahead waits while the worker fetches a miss; it has threads of
@@ -188,6 +189,8 @@ class ClientImpl final : public Client {
   }
 
   absl::Status Init() {
+    LARDER_ASSIGN_OR_RETURN(
+        master_, MasterConnection::Create(options_.master, channels_));
     LARDER_RETURN_IF_ERROR(RefreshRing(/*force=*/true));
     LARDER_RETURN_IF_ERROR(RefreshMounts());
     // The ring, the mount table and invalidations are also polled while the
@@ -262,9 +265,8 @@ class ClientImpl final : public Client {
     req.set_page_size(static_cast<uint32_t>(std::max(1, page_size)));
     req.set_recursive(recursive);
     v1::ListResponse resp;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(60));
-    LARDER_RETURN_IF_ERROR(MasterError(master_->List(&ctx, req, &resp)));
+    LARDER_RETURN_IF_ERROR(MasterError(
+        master_->Call(&v1::Master::Stub::List, req, &resp, absl::Seconds(60))));
     NoteRingVersion(resp.ring_version());
     ListResult out;
     for (const auto& e : resp.entries()) out.entries.push_back(FromProto(e));
@@ -379,9 +381,8 @@ class ClientImpl final : public Client {
       lengths.push_back(id.length());
     }
     v1::LocateResponse resp;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(10));
-    LARDER_RETURN_IF_ERROR(MasterError(master_->Locate(&ctx, req, &resp)));
+    LARDER_RETURN_IF_ERROR(MasterError(master_->Call(
+        &v1::Master::Stub::Locate, req, &resp, absl::Seconds(10))));
     uint64_t cached = 0;
     for (int i = 0;
          i < resp.locations_size() && i < static_cast<int>(lengths.size());
@@ -546,9 +547,10 @@ class ClientImpl final : public Client {
       v1::LocateRequest req;
       req.add_block_keys(key);
       v1::LocateResponse resp;
-      grpc::ClientContext ctx;
-      Deadline(&ctx, absl::Seconds(2));
-      if (!master_->Locate(&ctx, req, &resp).ok() || resp.locations_size() != 1)
+      if (!master_
+               ->Call(&v1::Master::Stub::Locate, req, &resp, absl::Seconds(2))
+               .ok() ||
+          resp.locations_size() != 1)
         return owners;
       holders.assign(resp.locations(0).worker_ids().begin(),
                      resp.locations(0).worker_ids().end());
@@ -616,9 +618,9 @@ class ClientImpl final : public Client {
       v1::LocateRequest req;
       for (size_t k = begin; k < end; ++k) req.add_block_keys(keys[k]);
       v1::LocateResponse resp;
-      grpc::ClientContext ctx;
-      Deadline(&ctx, absl::Seconds(2));
-      if (!master_->Locate(&ctx, req, &resp).ok() ||
+      if (!master_
+               ->Call(&v1::Master::Stub::Locate, req, &resp, absl::Seconds(2))
+               .ok() ||
           resp.locations_size() != static_cast<int>(end - begin))
         return;  // WhereCached asks again, block by block.
       for (size_t k = begin; k < end; ++k) {
@@ -694,8 +696,11 @@ class ClientImpl final : public Client {
         (st.code() == absl::StatusCode::kUnavailable ||
          st.code() == absl::StatusCode::kDeadlineExceeded)) {
       return absl::UnavailableError(
-          absl::StrCat("cannot reach the Larder master at ", options_.master,
-                       " (", st.message(), "); is `larder master` running?"));
+          absl::StrCat("cannot reach ",
+                       master_->several() ? "any Larder master of "
+                                          : "the Larder master at ",
+                       options_.master, " (", st.message(),
+                       "); is `larder master` running?"));
     }
     return st;
   }
@@ -861,9 +866,11 @@ class ClientImpl final : public Client {
       req.set_after_seq(inval_seq_);
     }
     v1::GetInvalidationsResponse resp;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(10));
-    if (!master_->GetInvalidations(&ctx, req, &resp).ok()) return;
+    if (!master_
+             ->Call(&v1::Master::Stub::GetInvalidations, req, &resp,
+                    absl::Seconds(10))
+             .ok())
+      return;
     std::vector<std::string> dropped;
     if (resp.reset()) {
       meta_.Clear();
@@ -897,9 +904,8 @@ class ClientImpl final : public Client {
     v1::StatRequest req;
     req.set_path(std::string(path));
     v1::StatResponse resp;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(30));
-    LARDER_RETURN_IF_ERROR(MasterError(master_->Stat(&ctx, req, &resp)));
+    LARDER_RETURN_IF_ERROR(MasterError(
+        master_->Call(&v1::Master::Stub::Stat, req, &resp, absl::Seconds(30))));
     NoteRingVersion(resp.ring_version());
     return resp;
   }
@@ -924,10 +930,9 @@ class ClientImpl final : public Client {
       ring_attempted_ = now;
     }
     v1::Ring ring;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(10));
-    LARDER_RETURN_IF_ERROR(
-        MasterError(master_->GetRing(&ctx, v1::GetRingRequest(), &ring)));
+    LARDER_RETURN_IF_ERROR(MasterError(
+        master_->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(), &ring,
+                      absl::Seconds(10))));
     std::vector<RingMember> members;
     for (const auto& w : ring.workers())
       members.push_back({w.id(), static_cast<double>(std::max<uint64_t>(
@@ -952,10 +957,9 @@ class ClientImpl final : public Client {
 
   absl::Status RefreshMounts() {
     v1::MountTable table;
-    grpc::ClientContext ctx;
-    Deadline(&ctx, absl::Seconds(10));
-    LARDER_RETURN_IF_ERROR(
-        MasterError(master_->GetMounts(&ctx, v1::GetMountsRequest(), &table)));
+    LARDER_RETURN_IF_ERROR(MasterError(
+        master_->Call(&v1::Master::Stub::GetMounts, v1::GetMountsRequest(),
+                      &table, absl::Seconds(10))));
     absl::MutexLock lock(&mu_);
     mounts_.clear();
     for (const auto& m : table.mounts()) mounts_[m.path()] = m;
@@ -1387,7 +1391,7 @@ class ClientImpl final : public Client {
   std::atomic<bool> any_sc_refused_{false};
   mutable absl::Mutex sc_refused_mu_;
   absl::flat_hash_set<std::string> sc_refused_ ABSL_GUARDED_BY(sc_refused_mu_);
-  std::unique_ptr<v1::Master::Stub> master_;
+  std::unique_ptr<MasterConnection> master_;
   std::unique_ptr<ThreadPool> pool_, lease_ahead_pool_;
   mutable absl::Mutex mu_;
   HashRing ring_ ABSL_GUARDED_BY(mu_);

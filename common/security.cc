@@ -432,8 +432,20 @@ grpc::Status Authorizer::Check(const grpc::ServerContextBase& context,
 
 absl::StatusOr<std::shared_ptr<const ChannelFactory>> ChannelFactory::Create(
     const SecurityOptions& options) {
+  return Make(options, /*token=*/true);
+}
+
+absl::StatusOr<std::shared_ptr<const ChannelFactory>>
+ChannelFactory::CreateWithoutToken(const SecurityOptions& options) {
+  return Make(options, /*token=*/false);
+}
+
+absl::StatusOr<std::shared_ptr<const ChannelFactory>> ChannelFactory::Make(
+    const SecurityOptions& options, bool token) {
   std::shared_ptr<ChannelFactory> f(new ChannelFactory);
-  LARDER_ASSIGN_OR_RETURN(f->token_, LoadClientToken(options.token_file));
+  if (token) {
+    LARDER_ASSIGN_OR_RETURN(f->token_, LoadClientToken(options.token_file));
+  }
   f->server_name_ = options.tls_server_name;
   if (options.tls_ca_file.empty()) {
     if (!options.tls_server_name.empty()) {

@@ -139,6 +139,11 @@ class ChannelFactory {
   // reading the PEM files.
   static absl::StatusOr<std::shared_ptr<const ChannelFactory>> Create(
       const SecurityOptions& options);
+  // The same without any bearer token (token_file and $LARDER_TOKEN are
+  // ignored): for channels to services that are not Larder's (etcd), which
+  // must never see a Larder token.
+  static absl::StatusOr<std::shared_ptr<const ChannelFactory>>
+  CreateWithoutToken(const SecurityOptions& options);
   // Plain channels, no token: for tests and tools that talk to an
   // unauthenticated loopback cluster.
   static std::shared_ptr<const ChannelFactory> Insecure();
@@ -152,6 +157,8 @@ class ChannelFactory {
 
  private:
   ChannelFactory() = default;
+  static absl::StatusOr<std::shared_ptr<const ChannelFactory>> Make(
+      const SecurityOptions& options, bool token);
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::string token_;
   std::string server_name_;

@@ -40,7 +40,11 @@ class InvalidationLog {
 
   InvalidationLog();
 
-  uint64_t epoch() const { return epoch_; }
+  uint64_t epoch() const;
+  // Starts a new epoch with an empty log: a master that becomes the leader
+  // again may have missed invalidations made by another leader meanwhile, so
+  // every client drops its whole cache once.
+  void NewEpoch();
   uint64_t seq() const;
   // Records that cached metadata at or below `path` is stale.
   void Add(std::string path);
@@ -49,8 +53,8 @@ class InvalidationLog {
   v1::GetInvalidationsResponse Since(uint64_t epoch, uint64_t after_seq) const;
 
  private:
-  const uint64_t epoch_;
   mutable absl::Mutex mu_;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::pair<uint64_t, std::string>> log_ ABSL_GUARDED_BY(mu_);
 };

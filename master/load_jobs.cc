@@ -1,6 +1,8 @@
 // Copyright 2026 The Larder Authors.
 #include "master/load_jobs.h"
 
+#include <google/protobuf/text_format.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -15,14 +17,122 @@ namespace {
 constexpr size_t kBatchBlocks = 16;  // Blocks per CacheBlocks call.
 constexpr int kInFlightPerWorker = 4;
 
+std::string RecordName(const std::string& job_id) {
+  return absl::StrCat("loads/", job_id, ".textproto");
+}
+
 }  // namespace
 
-LoadJobs::~LoadJobs() {
+LoadJobs::~LoadJobs() { StopAll(); }
+
+void LoadJobs::StopAll() {
   stopping_ = true;
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, job] : jobs_) {
+  absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    jobs.swap(jobs_);
+  }
+  for (auto& [id, job] : jobs) {
     if (job->thread.joinable()) job->thread.join();
   }
+  stopping_ = false;
+}
+
+absl::Status LoadJobs::Record(const v1::LoadStatus& status) {
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(status, &text);
+  absl::Status st = store_->Put(RecordName(status.job_id()), text);
+  if (!st.ok()) {
+    LARDER_LOG(WARNING, "load.record")
+        .Field("job", status.job_id())
+        .Field("status", st);
+  }
+  return st;
+}
+
+LoadJobs::Job* LoadJobs::Launch(v1::LoadStatus status,
+                                std::optional<v1::StatResponse> root) {
+  auto job = std::make_unique<Job>();
+  Job* j = job.get();
+  const bool running = status.state() == v1::LoadStatus::RUNNING;
+  {
+    absl::MutexLock jl(&j->mu);
+    j->status = std::move(status);
+    jobs_[j->status.job_id()] = std::move(job);
+  }
+  if (running) {
+    if (root) {
+      j->thread = std::thread([this, j, r = *std::move(root)] { Run(j, r); });
+    } else {
+      j->thread = std::thread([this, j] { StatAndRun(j); });
+    }
+  }
+  return j;
+}
+
+absl::Status LoadJobs::Resume() {
+  StopAll();
+  LARDER_ASSIGN_OR_RETURN(auto records, store_->List("loads/"));
+  std::vector<v1::LoadStatus> finished;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, text] : records) {
+    v1::LoadStatus s;
+    if (!google::protobuf::TextFormat::ParseFromString(text, &s) ||
+        s.job_id().empty()) {
+      LARDER_LOG(WARNING, "load.record_corrupt").Field("name", name);
+      continue;
+    }
+    if (s.state() == v1::LoadStatus::RUNNING) {
+      LARDER_LOG(INFO, "load.resumed")
+          .Field("job", s.job_id())
+          .Field("path", s.path());
+      v1::LoadStatus fresh;  // Progress is counted again from the start.
+      fresh.set_job_id(s.job_id());
+      fresh.set_path(s.path());
+      fresh.set_started_unix_ms(s.started_unix_ms());
+      Launch(std::move(fresh), std::nullopt);
+    } else {
+      finished.push_back(std::move(s));
+    }
+  }
+  // The newest finished jobs stay pollable; older records are deleted.
+  std::sort(finished.begin(), finished.end(), [](const auto& a, const auto& b) {
+    return a.finished_unix_ms() > b.finished_unix_ms();
+  });
+  for (size_t i = 0; i < finished.size(); ++i) {
+    if (i >= kFinishedKept) {
+      store_->Delete(RecordName(finished[i].job_id())).IgnoreError();
+    } else {
+      Launch(std::move(finished[i]), std::nullopt);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void LoadJobs::StatAndRun(Job* job) {
+  std::string path;
+  {
+    absl::MutexLock l(&job->mu);
+    path = job->status.path();
+  }
+  // The metadata may still be unreachable right after an election.
+  absl::StatusOr<v1::StatResponse> root;
+  for (int attempt = 0; attempt < 50 && !stopping_; ++attempt) {
+    root = metadata_->Stat(path);
+    if (root.ok() || absl::IsNotFound(root.status())) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  if (stopping_) return;
+  if (root.ok()) return Run(job, *std::move(root));
+  v1::LoadStatus s;
+  {
+    absl::MutexLock l(&job->mu);
+    job->status.set_state(v1::LoadStatus::FAILED);
+    job->status.set_last_error(std::string(root.status().message()));
+    job->status.set_finished_unix_ms(absl::ToUnixMillis(absl::Now()));
+    s = job->status;
+  }
+  Record(s).IgnoreError();
 }
 
 WorkerClient& LoadJobs::ClientFor(const std::string& address) {
@@ -34,19 +144,21 @@ WorkerClient& LoadJobs::ClientFor(const std::string& address) {
 
 absl::StatusOr<v1::LoadStatus> LoadJobs::Start(const std::string& path) {
   LARDER_ASSIGN_OR_RETURN(v1::StatResponse root, metadata_->Stat(path));
-  absl::MutexLock lock(&mu_);
-  auto job = std::make_unique<Job>();
-  Job* j = job.get();
   v1::LoadStatus status;
-  status.set_job_id(absl::StrCat("load-", next_id_++));
+  {
+    absl::MutexLock lock(&mu_);
+    // Unique across restarts and leaders: the start time and a counter.
+    status.set_job_id(absl::StrCat("load-", absl::ToUnixMillis(absl::Now()),
+                                   "-", next_id_++));
+  }
   status.set_path(root.info().path());
   status.set_started_unix_ms(absl::ToUnixMillis(absl::Now()));
-  {
-    absl::MutexLock jl(&j->mu);
-    j->status = status;
+  if (absl::Status st = Record(status); !st.ok()) {
+    return absl::Status(
+        st.code(), absl::StrCat("the load was not started: ", st.message()));
   }
-  jobs_[status.job_id()] = std::move(job);
-  j->thread = std::thread([this, j, root] { Run(j, root); });
+  absl::MutexLock lock(&mu_);
+  Launch(status, std::move(root));
   return status;
 }
 
@@ -61,12 +173,18 @@ absl::StatusOr<v1::LoadStatus> LoadJobs::Get(const std::string& job_id) {
 
 void LoadJobs::Run(Job* job, v1::StatResponse root) {
   auto fail = [&](const absl::Status& st) {
-    absl::MutexLock l(&job->mu);
-    job->status.set_state(v1::LoadStatus::FAILED);
-    job->status.set_last_error(std::string(st.message()));
-    job->status.set_finished_unix_ms(absl::ToUnixMillis(absl::Now()));
+    if (stopping_) return;
+    v1::LoadStatus outcome;
+    {
+      absl::MutexLock l(&job->mu);
+      job->status.set_state(v1::LoadStatus::FAILED);
+      job->status.set_last_error(std::string(st.message()));
+      job->status.set_finished_unix_ms(absl::ToUnixMillis(absl::Now()));
+      outcome = job->status;
+    }
+    Record(outcome).IgnoreError();
     LARDER_LOG(WARNING, "load.failed")
-        .Field("job", job->status.job_id())
+        .Field("job", outcome.job_id())
         .Field("status", st);
   };
   // 1. The files, with their versions (from the listing: one version per
@@ -163,17 +281,25 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
       }
     }
   }
-  absl::MutexLock l(&job->mu);
-  job->status.set_files_done(files_done);
-  job->status.set_state(job->status.blocks_failed() == 0
-                            ? v1::LoadStatus::DONE
-                            : v1::LoadStatus::FAILED);
-  job->status.set_finished_unix_ms(absl::ToUnixMillis(absl::Now()));
+  // Stopped (shutdown, or no longer the leader): the record stays "running"
+  // for the next leader to resume.
+  if (stopping_) return;
+  v1::LoadStatus outcome;
+  {
+    absl::MutexLock l(&job->mu);
+    job->status.set_files_done(files_done);
+    job->status.set_state(job->status.blocks_failed() == 0
+                              ? v1::LoadStatus::DONE
+                              : v1::LoadStatus::FAILED);
+    job->status.set_finished_unix_ms(absl::ToUnixMillis(absl::Now()));
+    outcome = job->status;
+  }
+  Record(outcome).IgnoreError();
   LARDER_LOG(INFO, "load.finished")
-      .Field("job", job->status.job_id())
-      .Field("files", job->status.files_done())
-      .Field("bytes", job->status.bytes_done())
-      .Field("failed_blocks", job->status.blocks_failed());
+      .Field("job", outcome.job_id())
+      .Field("files", outcome.files_done())
+      .Field("bytes", outcome.bytes_done())
+      .Field("failed_blocks", outcome.blocks_failed());
 }
 
 }  // namespace larder

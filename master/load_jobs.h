@@ -11,8 +11,11 @@
 // Progress (files, bytes, failures) is kept per job and polled by the CLI.
 //
 // Resumable: blocks already cached are answered at once by their owners, so
-// running the same load again after an interruption (or a master restart)
-// only fetches what is missing.
+// running the same load again after an interruption only fetches what is
+// missing. Each job is recorded in the master's StateStore while it runs
+// (`loads/ID.textproto`) and with its outcome when it ends: a master that
+// restarts, or a new leader, resumes the jobs recorded as running under
+// their ids, so `larder load` polling one of them goes on to the end.
 //
 // Thread-safe. Each job runs on its own thread.
 #ifndef LARDER_MASTER_LOAD_JOBS_H_
@@ -20,6 +23,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,23 +34,37 @@
 #include "client/worker_client.h"
 #include "master/membership.h"
 #include "master/metadata.h"
+#include "master/state_store.h"
 
 namespace larder {
 
 class LoadJobs {
  public:
   // `channels` (the master's credentials for workers) outlives this.
+  // `store` outlives this.
   LoadJobs(MetadataCache* metadata, const Membership* membership,
-           std::shared_ptr<const ChannelFactory> channels)
+           std::shared_ptr<const ChannelFactory> channels, StateStore* store)
       : metadata_(metadata),
         membership_(membership),
-        channels_(std::move(channels)) {}
+        channels_(std::move(channels)),
+        store_(store) {}
   ~LoadJobs();
 
-  // Starts a job. Errors: NotFound (no such path), and metadata errors.
+  // Starts a job. Errors: NotFound (no such path), metadata errors, and the
+  // store's (the job could not be recorded; it is not started).
   absl::StatusOr<v1::LoadStatus> Start(const std::string& path);
   // Errors: NotFound (unknown job id).
   absl::StatusOr<v1::LoadStatus> Get(const std::string& job_id);
+
+  // Reads the recorded jobs: those that were running start again under their
+  // ids, finished ones can be polled. Replaces the jobs held.
+  absl::Status Resume();
+  // Stops every job without recording an outcome (a master that is no
+  // longer the leader: the next leader resumes them) and forgets them.
+  void StopAll();
+
+  // Finished jobs kept in the store; older ones are deleted.
+  static constexpr size_t kFinishedKept = 100;
 
  private:
   struct Job {
@@ -54,12 +72,19 @@ class LoadJobs {
     v1::LoadStatus status ABSL_GUARDED_BY(mu);
     std::thread thread;
   };
+  // Stats the job's path, then runs it.
+  void StatAndRun(Job* job);
   void Run(Job* job, v1::StatResponse root);
+  // Records the job's status in the store (logged on failure).
+  absl::Status Record(const v1::LoadStatus& status);
+  Job* Launch(v1::LoadStatus status, std::optional<v1::StatResponse> root)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   WorkerClient& ClientFor(const std::string& address);
 
   MetadataCache* const metadata_;
   const Membership* const membership_;
   const std::shared_ptr<const ChannelFactory> channels_;
+  StateStore* const store_;
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_

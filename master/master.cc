@@ -1,17 +1,21 @@
 // Copyright 2026 The Larder Authors.
 #include "master/master.h"
 
+#include <google/protobuf/text_format.h>
 #include <grpcpp/server_builder.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+#include <unistd.h>
 
 #include <array>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker_client.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/master_connection.h"
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "master/invalidation_log.h"
@@ -19,6 +23,29 @@
 
 namespace larder {
 namespace {
+
+constexpr char kRingName[] = "ring.textproto";
+
+// The address the other masters give out for this one: --advertise, or the
+// listen address with this host's name for a wildcard host.
+absl::StatusOr<std::string> AdvertisedAddress(const MasterOptions& o) {
+  if (!o.advertise.empty()) return o.advertise;
+  const size_t colon = o.listen.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(o.listen.substr(colon + 1), &port) || port == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("with --etcd, --master_listen needs a fixed port (it is ",
+                     o.listen, "), or set --advertise"));
+  }
+  std::string host = o.listen.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    char name[256] = {0};
+    ::gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
+}
 
 std::vector<BlockKey> Keys(
     const google::protobuf::RepeatedPtrField<std::string>& bytes) {
@@ -76,12 +103,13 @@ class MasterService final : public v1::Master::Service {
       {"GetClusterStats", Role::kReader},
   }};
 
-  MasterService(const MasterOptions* options, MountRegistry* mounts,
-                Membership* membership, MetadataCache* metadata,
-                InvalidationLog* invalidations, LoadJobs* loads,
-                const Authorizer* auth, const ChannelFactory* channels,
-                prometheus::Registry& registry)
-      : options_(options),
+  MasterService(const Master* master, const MasterOptions* options,
+                MountRegistry* mounts, Membership* membership,
+                MetadataCache* metadata, InvalidationLog* invalidations,
+                LoadJobs* loads, const Authorizer* auth,
+                const ChannelFactory* channels, prometheus::Registry& registry)
+      : master_(master),
+        options_(options),
         auth_(auth),
         channels_(channels),
         mounts_(mounts),
@@ -313,6 +341,7 @@ class MasterService final : public v1::Master::Service {
   }
 
  private:
+  const Master* const master_;
   const MasterOptions* const options_;
   const Authorizer* const auth_;
   const ChannelFactory* const channels_;
@@ -333,10 +362,12 @@ class MasterService final : public v1::Master::Service {
     info->set_mode(m->first.mode());
   }
 
-  // Counts the call and checks the caller's role.
-  grpc::Status Enter(Rpc rpc, const grpc::ServerContext& ctx) {
+  // Counts the call, checks the caller's role, and that this master leads.
+  grpc::Status Enter(Rpc rpc, grpc::ServerContext& ctx) {
     rpcs_[rpc]->Increment();
-    return auth_->Check(ctx, kRpcs[rpc].role, kRpcs[rpc].name);
+    grpc::Status s = auth_->Check(ctx, kRpcs[rpc].role, kRpcs[rpc].name);
+    if (s.ok() && !master_->Serving()) return master_->NotLeader(ctx);
+    return s;
   }
 };
 
@@ -351,20 +382,57 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
                           ServerCredentials(m->options_.security));
   LARDER_ASSIGN_OR_RETURN(m->channels_,
                           ChannelFactory::Create(m->options_.security));
-  LARDER_ASSIGN_OR_RETURN(m->mounts_,
-                          MountRegistry::Open(m->options_.state_dir));
+  const bool ha = !m->options_.etcd.empty();
+  if (ha) {
+    EtcdOptions etcd;
+    LARDER_ASSIGN_OR_RETURN(etcd.endpoints,
+                            ParseEtcdEndpoints(m->options_.etcd));
+    etcd.ca_file = m->options_.etcd_ca_file;
+    etcd.cert_file = m->options_.etcd_cert_file;
+    etcd.key_file = m->options_.etcd_key_file;
+    LARDER_ASSIGN_OR_RETURN(m->etcd_, EtcdClient::Create(std::move(etcd)));
+    if (m->options_.leader_lease < absl::Seconds(2)) {
+      return absl::InvalidArgumentError(
+          "--leader_lease must be at least 2s (etcd's shortest lease)");
+    }
+    LARDER_ASSIGN_OR_RETURN(m->options_.advertise,
+                            AdvertisedAddress(m->options_));
+    EtcdLeadership::Options lo;
+    lo.prefix = m->options_.etcd_prefix;
+    if (lo.prefix.empty() || lo.prefix.back() != '/') lo.prefix += '/';
+    lo.advertise = m->options_.advertise;
+    lo.lease_ttl = m->options_.leader_lease;
+    Master* self = m.get();
+    lo.on_elected = [self](int64_t term) { return self->OnElected(term); };
+    lo.on_deposed = [self] { self->OnDeposed(); };
+    auto leadership =
+        std::make_unique<EtcdLeadership>(m->etcd_.get(), std::move(lo));
+    auto store =
+        std::make_unique<EtcdStateStore>(m->etcd_.get(), leadership.get());
+    m->etcd_store_ = store.get();
+    m->store_ = std::move(store);
+    m->leadership_ = std::move(leadership);
+    m->mounts_ = MountRegistry::Unloaded(m->store_.get());
+  } else {
+    LARDER_ASSIGN_OR_RETURN(m->store_,
+                            LocalStateStore::Open(m->options_.state_dir));
+    LARDER_ASSIGN_OR_RETURN(m->mounts_, MountRegistry::Open(m->store_.get()));
+    m->leadership_ = std::make_unique<SoleLeadership>(m->options_.listen);
+  }
   m->membership_ = std::make_unique<Membership>(m->options_.heartbeat_timeout,
                                                 m->options_.vnodes);
   m->metadata_ =
       std::make_unique<MetadataCache>(m->mounts_.get(), m->options_.store);
   m->invalidations_ = std::make_unique<InvalidationLog>();
-  m->loads_ = std::make_unique<LoadJobs>(m->metadata_.get(),
-                                         m->membership_.get(), m->channels_);
+  m->loads_ = std::make_unique<LoadJobs>(
+      m->metadata_.get(), m->membership_.get(), m->channels_, m->store_.get());
   m->registry_ = std::make_shared<prometheus::Registry>();
   m->service_ = std::make_unique<MasterService>(
-      &m->options_, m->mounts_.get(), m->membership_.get(), m->metadata_.get(),
-      m->invalidations_.get(), m->loads_.get(), m->auth_.get(),
-      m->channels_.get(), *m->registry_);
+      m.get(), &m->options_, m->mounts_.get(), m->membership_.get(),
+      m->metadata_.get(), m->invalidations_.get(), m->loads_.get(),
+      m->auth_.get(), m->channels_.get(), *m->registry_);
+  // The embedded master leads from the start.
+  if (!ha) LARDER_RETURN_IF_ERROR(m->OnElected(1));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(m->options_.listen, creds, &m->port_);
   builder.RegisterService(m->service_.get());
@@ -400,6 +468,19 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
                             .Help("Stat and List entries in the metadata cache")
                             .Register(*m->registry_)
                             .Add({});
+  auto& leading = prometheus::BuildGauge()
+                      .Name("larder_master_leader")
+                      .Help("1 while this master leads and serves, else 0")
+                      .Register(*m->registry_)
+                      .Add({});
+  auto& refused =
+      prometheus::BuildGauge()
+          .Name("larder_master_etcd_writes_refused")
+          .Help(
+              "Writes to etcd refused because this master's term as "
+              "leader was over")
+          .Register(*m->registry_)
+          .Add({});
   auto& stat_requests = store_requests.Add({{"op", "stat"}});
   auto& list_requests = store_requests.Add({{"op", "list"}});
   if (!m->options_.ops_listen.empty()) {
@@ -408,7 +489,10 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
     ops.registry = m->registry_;
     Master* self = m.get();
     ops.before_scrape = [self, &ring_version, &live, &mounts, &stat_requests,
-                         &list_requests, &cache_entries] {
+                         &list_requests, &cache_entries, &leading, &refused] {
+      leading.Set(self->Serving() ? 1 : 0);
+      if (self->etcd_store_)
+        refused.Set(static_cast<double>(self->etcd_store_->refused()));
       v1::Ring r = self->membership_->Ring();
       ring_version.Set(static_cast<double>(r.version()));
       live.Set(r.workers_size());
@@ -420,21 +504,96 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
     };
     LARDER_ASSIGN_OR_RETURN(m->ops_, OpsServer::Start(std::move(ops)));
   }
+  if (ha) static_cast<EtcdLeadership*>(m->leadership_.get())->Start();
   m->reaper_ = std::thread([p = m.get()] { p->ReapLoop(); });
   LARDER_LOG(INFO, "master.started")
       .Field("port", m->port_)
       .Field("tls", !m->options_.security.tls_cert_file.empty())
       .Field("authentication", m->auth_->enabled())
-      .Field("state_dir", m->options_.state_dir)
+      .Field("state", m->store_->Describe())
+      .Field("advertise", ha ? m->options_.advertise : "")
       .Field("mounts", m->mounts_->Get().mounts_size());
   return m;
+}
+
+bool Master::Serving() const {
+  const int64_t term = leadership_ ? leadership_->Term() : 0;
+  return term != 0 && term == serving_term_.load();
+}
+
+grpc::Status Master::NotLeader(grpc::ServerContext& ctx) const {
+  std::string leader = leadership_ ? leadership_->Leader() : "";
+  if (leader == options_.advertise) leader.clear();  // Taking over.
+  ctx.AddTrailingMetadata(std::string(kLeaderTrailer),
+                          leader.empty() ? "none" : leader);
+  if (leader.empty()) {
+    const std::string why = leadership_ ? leadership_->Why() : "";
+    return ToGrpcStatus(absl::UnavailableError(
+        absl::StrCat("no Larder master leads right now (",
+                     why.empty() ? "an election is under way" : why, ")")));
+  }
+  return ToGrpcStatus(absl::UnavailableError(
+      absl::StrCat("this master (", options_.advertise,
+                   ") is not the leader; the leader is ", leader)));
+}
+
+absl::Status Master::OnElected(int64_t term) {
+  // The same term again (this master stopped leading only because it could
+  // not reach etcd, and nobody else led): its state is still current.
+  if (term != last_term_) {
+    LARDER_RETURN_IF_ERROR(mounts_->Reload());
+    absl::StatusOr<std::string> text = store_->Get(kRingName);
+    if (text.ok()) {
+      v1::Ring ring;
+      if (google::protobuf::TextFormat::ParseFromString(*text, &ring)) {
+        membership_->Restore(ring, absl::Now());
+      } else {
+        LARDER_LOG(WARNING, "master.ring_corrupt")
+            .Field("store", store_->Describe());
+      }
+    } else if (!absl::IsNotFound(text.status())) {
+      return text.status();
+    }
+    if (last_term_ != 0) {
+      // Another leader may have had invalidations and mount changes.
+      invalidations_->NewEpoch();
+      metadata_->Invalidate("/");
+    }
+    LARDER_RETURN_IF_ERROR(loads_->Resume());
+    last_term_ = term;
+  }
+  serving_term_ = term;
+  LARDER_LOG(INFO, "master.leading")
+      .Field("term", term)
+      .Field("mounts", mounts_->Get().mounts_size())
+      .Field("ring_version", membership_->version());
+  return absl::OkStatus();
+}
+
+void Master::OnDeposed() {
+  serving_term_ = 0;
+  loads_->StopAll();  // The next leader resumes them.
 }
 
 void Master::ReapLoop() {
   while (!stopping_) {
     absl::SleepFor(
         std::min(absl::Milliseconds(200), options_.heartbeat_timeout / 4));
+    if (!Serving()) continue;
     membership_->Expire(absl::Now());
+    // The ring goes to the store whenever it changed: the next leader (or
+    // this master after a restart) starts from it.
+    const v1::Ring ring = membership_->Ring();
+    if (ring.version() != stored_ring_version_) {
+      std::string text;
+      google::protobuf::TextFormat::PrintToString(ring, &text);
+      absl::Status st = store_->Put(kRingName, text);
+      if (st.ok()) {
+        stored_ring_version_ = ring.version();
+      } else {
+        LARDER_LOG(WARNING, "master.store_ring").Field("status", st);
+      }
+    }
   }
 }
 
@@ -442,6 +601,9 @@ Master::~Master() { Shutdown(); }
 
 void Master::Shutdown() {
   if (stopping_.exchange(true)) return;
+  // A leader hands over first (its lease is revoked: another master takes
+  // over at once).
+  if (leadership_ && etcd_) leadership_.reset();
   if (server_)
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(5));

@@ -9,6 +9,14 @@
 // (proto/master.proto). `larder master` is a thin main around this class.
 //
 // Embedded default: one master with its state in a local directory.
+// High availability (`etcd` set): several masters, one leader elected in
+// etcd, the state in etcd (master/leadership.h). Only the leader serves; the
+// others answer every RPC with UNAVAILABLE and the leader's address in the
+// trailing metadata `larder-leader` (common/master_connection.h follows it).
+// A master that becomes the leader reads the mount table, the last ring and
+// the running load jobs from the store: the ring's workers count as alive
+// until they re-register with their block reports (or time out), so clients
+// keep routing as before.
 #ifndef LARDER_MASTER_MASTER_H_
 #define LARDER_MASTER_MASTER_H_
 
@@ -22,6 +30,7 @@
 #include "common/ops_server.h"
 #include "common/security.h"
 #include "master/invalidation_log.h"
+#include "master/leadership.h"
 #include "master/load_jobs.h"
 #include "master/membership.h"
 #include "master/metadata.h"
@@ -47,6 +56,21 @@ struct MasterOptions {
   // TLS and authentication of the gRPC port, and of the master's own calls
   // to workers (load jobs, stats). See common/security.h.
   SecurityOptions security;
+
+  // High availability: etcd's endpoints ("10.0.0.1:2379,10.0.0.2:2379");
+  // empty = the embedded default (state_dir, no election). With etcd,
+  // state_dir is not used.
+  std::string etcd;
+  // TLS to etcd: its CA, and this master's client certificate and key.
+  std::string etcd_ca_file, etcd_cert_file, etcd_key_file;
+  // Keys in etcd start with this (several clusters can share one etcd).
+  std::string etcd_prefix = "/larder/";
+  // How long a dead leader holds on: its lease in etcd. Default 3 s.
+  absl::Duration leader_lease = absl::Seconds(3);
+  // The address clients and workers reach this master at, given to them by
+  // the other masters. Default: the listen address, with this host's name
+  // for a wildcard host and the bound port.
+  std::string advertise;
 };
 
 class Master {
@@ -60,11 +84,27 @@ class Master {
   Membership& membership() { return *membership_; }
   void Shutdown();
 
+  // Whether this master leads and has taken over the state (it serves).
+  bool Serving() const;
+  // The error a master that does not serve answers with (the leader's
+  // address in the trailing metadata `larder-leader`).
+  grpc::Status NotLeader(grpc::ServerContext& ctx) const;
+
  private:
   explicit Master(MasterOptions options) : options_(std::move(options)) {}
   void ReapLoop();
+  // Takes over as the leader of `term`: reads the state from the store.
+  absl::Status OnElected(int64_t term);
+  void OnDeposed();
 
-  const MasterOptions options_;
+  MasterOptions options_;
+  std::unique_ptr<EtcdClient> etcd_;
+  std::unique_ptr<StateStore> store_;
+  EtcdStateStore* etcd_store_ = nullptr;  // store_, with etcd.
+  std::unique_ptr<Leadership> leadership_;
+  std::atomic<int64_t> serving_term_{0};
+  int64_t last_term_ = 0;             // Election thread only.
+  uint64_t stored_ring_version_ = 0;  // Reaper thread only.
   std::unique_ptr<Authorizer> auth_;
   std::shared_ptr<const ChannelFactory> channels_;
   std::unique_ptr<MountRegistry> mounts_;

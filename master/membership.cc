@@ -30,6 +30,7 @@ uint64_t Membership::Register(const v1::WorkerInfo& info,
   w.info = info;
   w.last_heartbeat = now;
   w.alive = true;
+  w.report_pending = false;
   for (const BlockKey& k : blocks) {
     if (w.blocks.insert(k).second) placement_[k].push_back(info.id());
   }
@@ -51,7 +52,8 @@ bool Membership::Heartbeat(const std::string& id,
                            absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(id);
-  if (it == workers_.end() || !it->second.alive) return false;
+  if (it == workers_.end() || !it->second.alive || it->second.report_pending)
+    return false;
   Worker& w = it->second;
   w.last_heartbeat = now;
   for (const BlockKey& k : added) {
@@ -66,6 +68,24 @@ bool Membership::Heartbeat(const std::string& id,
     if (p->second.empty()) placement_.erase(p);
   }
   return true;
+}
+
+void Membership::Restore(const v1::Ring& ring, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  workers_.clear();
+  placement_.clear();
+  for (const v1::WorkerInfo& info : ring.workers()) {
+    Worker& w = workers_[info.id()];
+    w.info = info;
+    w.last_heartbeat = now;
+    w.alive = true;
+    w.report_pending = true;
+  }
+  version_ = std::max(version_, ring.version()) + 1;
+  RebuildRing();
+  LARDER_LOG(INFO, "membership.restored")
+      .Field("workers", ring.workers_size())
+      .Field("ring_version", version_);
 }
 
 std::vector<std::string> Membership::Expire(absl::Time now) {

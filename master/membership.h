@@ -42,6 +42,14 @@ class Membership {
   // Returns the ring version after the change.
   uint64_t Register(const v1::WorkerInfo& info,
                     const std::vector<BlockKey>& blocks, absl::Time now);
+  // Takes over the ring a previous leader (or this master before a restart)
+  // stored: its workers count as alive, without blocks, until they
+  // re-register with their full reports (their heartbeats are answered
+  // "re-register") or stay silent past the timeout. The ring is the same as
+  // before, so clients keep routing every block where it was; the version
+  // goes on from `ring`'s. Replaces what the membership held.
+  void Restore(const v1::Ring& ring, absl::Time now);
+
   // False if the worker is unknown (it must register again).
   bool Heartbeat(const std::string& id, const std::vector<BlockKey>& added,
                  const std::vector<BlockKey>& removed, absl::Time now);
@@ -65,6 +73,7 @@ class Membership {
     v1::WorkerInfo info;
     absl::Time last_heartbeat;
     bool alive = false;
+    bool report_pending = false;  // Restored: its full report is due.
     absl::flat_hash_set<BlockKey> blocks;
   };
   void RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

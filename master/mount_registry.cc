@@ -1,14 +1,9 @@
 // Copyright 2026 The Larder Authors.
 #include "master/mount_registry.h"
 
-#include <fcntl.h>
 #include <google/protobuf/text_format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -19,52 +14,55 @@
 
 namespace larder {
 
+namespace {
+constexpr char kMountsName[] = "mounts.textproto";
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MountRegistry>> MountRegistry::Open(
+    StateStore* store) {
+  std::unique_ptr<MountRegistry> r(new MountRegistry(store));
+  LARDER_RETURN_IF_ERROR(r->Reload());
+  return r;
+}
+
+std::unique_ptr<MountRegistry> MountRegistry::Unloaded(StateStore* store) {
+  return std::unique_ptr<MountRegistry>(new MountRegistry(store));
+}
+
 absl::StatusOr<std::unique_ptr<MountRegistry>> MountRegistry::Open(
     const std::string& state_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(state_dir, ec);
-  if (ec)
-    return absl::PermissionDeniedError(absl::StrCat(
-        "cannot create state directory ", state_dir, ": ", ec.message()));
-  std::unique_ptr<MountRegistry> r(
-      new MountRegistry(state_dir + "/mounts.textproto"));
-  if (std::filesystem::exists(r->file_)) {
-    int fd = ::open(r->file_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot read ", r->file_, ": ", std::strerror(errno)));
-    std::string text;
-    char buf[65536];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof(buf))) > 0)
-      text.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    absl::MutexLock lock(&r->mu_);
-    if (!google::protobuf::TextFormat::ParseFromString(text, &r->table_)) {
-      return absl::DataLossError(absl::StrCat("mount table ", r->file_,
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<LocalStateStore> store,
+                          LocalStateStore::Open(state_dir));
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<MountRegistry> r, Open(store.get()));
+  r->owned_store_ = std::move(store);
+  return r;
+}
+
+absl::Status MountRegistry::Reload() {
+  absl::StatusOr<std::string> text = store_->Get(kMountsName);
+  v1::MountTable table;
+  if (text.ok()) {
+    if (!google::protobuf::TextFormat::ParseFromString(*text, &table)) {
+      return absl::DataLossError(absl::StrCat("the mount table ", kMountsName,
+                                              " in ", store_->Describe(),
                                               " is corrupt; fix or remove it"));
     }
+  } else if (!absl::IsNotFound(text.status())) {
+    return text.status();
   }
-  return r;
+  absl::MutexLock lock(&mu_);
+  table_ = std::move(table);
+  return absl::OkStatus();
 }
 
 absl::Status MountRegistry::Persist(const v1::MountTable& table) {
   std::string text;
   google::protobuf::TextFormat::PrintToString(table, &text);
-  const std::string tmp = file_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return absl::InternalError(
-        absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-  bool ok = ::write(fd, text.data(), text.size()) ==
-                static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), file_.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return absl::InternalError(
-        absl::StrCat("cannot persist the mount table to ", file_, ": ",
-                     std::strerror(errno)));
+  absl::Status st = store_->Put(kMountsName, text);
+  if (!st.ok()) {
+    return absl::Status(
+        st.code(),
+        absl::StrCat("the mount table was not changed: ", st.message()));
   }
   return absl::OkStatus();
 }

@@ -5,20 +5,23 @@
 // -----------------------------------------------------------------------------
 //
 // The cluster's mount table: cluster paths ("/datasets/imagenet") backed by
-// under-store URIs, with per-mount options. Persisted in the master's state
-// directory as `mounts.textproto` (written to a temporary file, fsynced and
-// renamed), so it survives a restart. Every change bumps the version.
+// under-store URIs, with per-mount options. Kept in the master's StateStore
+// as `mounts.textproto` (a file in the state directory, or a key in etcd), so
+// it survives a restart or a change of leader. Every change bumps the
+// version, and is stored before it is applied.
 //
 // Thread-safe.
 #ifndef LARDER_MASTER_MOUNT_REGISTRY_H_
 #define LARDER_MASTER_MOUNT_REGISTRY_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "master/state_store.h"
 #include "proto/master.pb.h"
 #include "understore/uri.h"
 
@@ -26,10 +29,18 @@ namespace larder {
 
 class MountRegistry {
  public:
-  // Loads `state_dir`/mounts.textproto if present. Errors: DataLoss (the file
-  // is unreadable), PermissionDenied / Internal (the directory).
+  // Loads the table from `store` (`store` outlives this). Errors: DataLoss
+  // (the stored table is unreadable), those of the store.
+  static absl::StatusOr<std::unique_ptr<MountRegistry>> Open(StateStore* store);
+  // An empty table over `store`, read later with Reload (a master that is
+  // not the leader yet).
+  static std::unique_ptr<MountRegistry> Unloaded(StateStore* store);
+  // The same over a LocalStateStore of `state_dir`, owned by the registry.
   static absl::StatusOr<std::unique_ptr<MountRegistry>> Open(
       const std::string& state_dir);
+  // Reads the table again (a master that becomes the leader). Errors: as
+  // Open; the table in memory is kept on an error.
+  absl::Status Reload();
 
   // Adds a mount. Errors: InvalidArgument (bad path, URI, block size, or a
   // secret in the URI), AlreadyExists (the path or a parent/child of it is
@@ -51,11 +62,12 @@ class MountRegistry {
       absl::string_view cluster_path) const;
 
  private:
-  explicit MountRegistry(std::string file) : file_(std::move(file)) {}
+  explicit MountRegistry(StateStore* store) : store_(store) {}
   absl::Status Persist(const v1::MountTable& table)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::string file_;
+  std::unique_ptr<StateStore> owned_store_;
+  StateStore* const store_;
   mutable absl::Mutex mu_;
   v1::MountTable table_ ABSL_GUARDED_BY(mu_);
 };

@@ -15,31 +15,28 @@
 #include "understore/mount_store.h"
 
 namespace larder {
-namespace {
 
-void Deadline(grpc::ClientContext* ctx, absl::Duration d) {
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    absl::ToChronoMilliseconds(d));
-}
-
-}  // namespace
-
-MasterLink::MasterLink(Options options, BlockStore* store, MountTable* mounts)
-    : options_(std::move(options)), store_(store), mounts_(mounts) {
-  const ChannelFactory& channels =
-      options_.channels ? *options_.channels : *ChannelFactory::Insecure();
-  stub_ = v1::Master::NewStub(channels.Channel(options_.master));
+absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Start(
+    Options options, BlockStore* store, MountTable* mounts) {
+  std::unique_ptr<MasterLink> link(
+      new MasterLink(std::move(options), store, mounts));
+  LARDER_ASSIGN_OR_RETURN(
+      link->master_,
+      MasterConnection::Create(link->options_.master, link->options_.channels));
+  MasterLink* self = link.get();
   // A request for an unknown mount pulls the master's table at once (at most
   // every 200 ms), instead of failing until the next heartbeat.
-  mounts_->SetMissHook([this] {
+  mounts->SetMissHook([self] {
     {
-      absl::MutexLock lock(&sync_mu_);
-      if (absl::Now() - last_forced_sync_ < absl::Milliseconds(200)) return;
-      last_forced_sync_ = absl::Now();
+      absl::MutexLock lock(&self->sync_mu_);
+      if (absl::Now() - self->last_forced_sync_ < absl::Milliseconds(200))
+        return;
+      self->last_forced_sync_ = absl::Now();
     }
-    SyncMounts(0).IgnoreError();
+    self->SyncMounts(0).IgnoreError();
   });
-  thread_ = std::thread([this] { Loop(); });
+  link->thread_ = std::thread([self] { self->Loop(); });
+  return link;
 }
 
 MasterLink::~MasterLink() {
@@ -55,15 +52,13 @@ absl::Status MasterLink::Register() {
   for (const BlockKey& k : store_->CachedKeys())
     req.add_cached_blocks(KeyToBytes(k));
   v1::RegisterWorkerResponse resp;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(10));
-  LARDER_RETURN_IF_ERROR(
-      FromGrpcStatus(stub_->RegisterWorker(&ctx, req, &resp)));
+  LARDER_RETURN_IF_ERROR(FromGrpcStatus(master_->Call(
+      &v1::Master::Stub::RegisterWorker, req, &resp, absl::Seconds(10))));
   interval_ = absl::Milliseconds(std::max<uint32_t>(100, resp.heartbeat_ms()));
   if (options_.ring_version) options_.ring_version->store(resp.ring_version());
   registered_ = true;
   LARDER_LOG(INFO, "worker.registered")
-      .Field("master", options_.master)
+      .Field("master", master_->current())
       .Field("blocks", req.cached_blocks_size())
       .Field("ring_version", resp.ring_version());
   return SyncMounts(resp.mounts_version());
@@ -73,10 +68,9 @@ absl::Status MasterLink::SyncMounts(uint64_t version) {
   absl::MutexLock lock(&sync_mu_);
   if (version != 0 && version == mounts_version_) return absl::OkStatus();
   v1::MountTable table;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, absl::Seconds(10));
-  LARDER_RETURN_IF_ERROR(
-      FromGrpcStatus(stub_->GetMounts(&ctx, v1::GetMountsRequest(), &table)));
+  LARDER_RETURN_IF_ERROR(FromGrpcStatus(
+      master_->Call(&v1::Master::Stub::GetMounts, v1::GetMountsRequest(),
+                    &table, absl::Seconds(10))));
   absl::Status first;
   for (const v1::MountEntry& m : table.mounts()) {
     absl::StatusOr<Mount> have = mounts_->Find(m.path());
@@ -115,9 +109,8 @@ void MasterLink::Loop() {
       for (const BlockKey& k : added) req.add_added_blocks(KeyToBytes(k));
       for (const BlockKey& k : removed) req.add_removed_blocks(KeyToBytes(k));
       v1::HeartbeatResponse resp;
-      grpc::ClientContext ctx;
-      Deadline(&ctx, absl::Seconds(5));
-      st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
+      st = FromGrpcStatus(master_->Call(&v1::Master::Stub::Heartbeat, req,
+                                        &resp, absl::Seconds(5)));
       if (st.ok() && options_.ring_version)
         options_.ring_version->store(resp.ring_version());
       if (st.ok() && resp.reregister()) {

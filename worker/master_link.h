@@ -9,7 +9,9 @@
 // when the master forgot it (a master restart), and keeps the worker's mount
 // table equal to the master's (opening the under-store of each new mount).
 // Runs on its own thread; a master that is down is retried every heartbeat,
-// and the worker keeps serving meanwhile.
+// and the worker keeps serving meanwhile. With several masters (HA) it
+// follows the leader, and registers again with a full report when a new
+// leader does not know it yet.
 #ifndef LARDER_WORKER_MASTER_LINK_H_
 #define LARDER_WORKER_MASTER_LINK_H_
 
@@ -20,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/master_connection.h"
 #include "common/security.h"
 #include "proto/master.grpc.pb.h"
 #include "understore/options.h"
@@ -31,7 +34,7 @@ namespace larder {
 class MasterLink {
  public:
   struct Options {
-    std::string master;  // host:port
+    std::string master;  // host:port, or several: "a:7060,b:7060".
     // Makes the channel to the master (TLS, token); null = plain.
     std::shared_ptr<const ChannelFactory> channels;
     v1::WorkerInfo self;
@@ -39,14 +42,19 @@ class MasterLink {
     // Updated with the ring version of every master response (may be null).
     std::atomic<uint64_t>* ring_version = nullptr;
   };
-  // `store` and `mounts` must outlive the link.
-  MasterLink(Options options, BlockStore* store, MountTable* mounts);
+  // `store` and `mounts` must outlive the link. Errors: InvalidArgument (a
+  // bad master address).
+  static absl::StatusOr<std::unique_ptr<MasterLink>> Start(Options options,
+                                                           BlockStore* store,
+                                                           MountTable* mounts);
   ~MasterLink();
 
   // True once registered with the current master.
   bool registered() const { return registered_.load(); }
 
  private:
+  MasterLink(Options options, BlockStore* store, MountTable* mounts)
+      : options_(std::move(options)), store_(store), mounts_(mounts) {}
   void Loop();
   absl::Status Register();
   // Brings the worker's mount table to the master's `version` (0: whatever
@@ -56,7 +64,7 @@ class MasterLink {
   const Options options_;
   BlockStore* const store_;
   MountTable* const mounts_;
-  std::unique_ptr<v1::Master::Stub> stub_;
+  std::unique_ptr<MasterConnection> master_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> registered_{false};
   absl::Mutex sync_mu_;

@@ -104,8 +104,9 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     link.store_options = w->options_.store_options;
     link.ring_version = &w->ring_version_;
     link.channels = channels;
-    w->master_link_ = std::make_unique<MasterLink>(
-        std::move(link), w->store_.get(), w->mounts_.get());
+    LARDER_ASSIGN_OR_RETURN(
+        w->master_link_,
+        MasterLink::Start(std::move(link), w->store_.get(), w->mounts_.get()));
   }
   LARDER_LOG(INFO, "worker.started")
       .Field("grpc", absl::StrCat(w->options_.listen.substr(

@@ -56,7 +56,9 @@
 namespace larder {
 
 struct ClientOptions {
-  // The master, host:port. Default 127.0.0.1:7060.
+  // The master, host:port, or the masters of an HA cluster
+  // ("a:7060,b:7060,c:7060": calls follow the leader). Default
+  // 127.0.0.1:7060.
   std::string master = "127.0.0.1:7060";
   // This process's node; blocks owned by a worker with the same node name
   // are read by short-circuit. Default: the host name.
