@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -29,40 +30,10 @@ namespace {
 constexpr size_t kMinTokenLength = 16;
 constexpr size_t kMaxFileBytes = 1 << 20;
 
-// The whole of a small file (a token, a PEM bundle). Errors name the file and
-// what it is for, never its contents.
+// The whole of a small file (a token, a PEM bundle).
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
                                           absl::string_view what) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    const std::string msg =
-        absl::StrCat("cannot read ", what, " ", path, ": ", std::strerror(e));
-    if (e == ENOENT) return absl::NotFoundError(msg);
-    if (e == EACCES || e == EPERM) return absl::PermissionDeniedError(msg);
-    return absl::InvalidArgumentError(msg);
-  }
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot read ", what, " ", path, ": ", std::strerror(e)));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > kMaxFileBytes) {
-      ::close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " ", path, " is larger than 1 MiB"));
-    }
-  }
-  ::close(fd);
-  return out;
+  return ReadWholeFile(path, what, kMaxFileBytes);
 }
 
 // A token travels in an HTTP/2 header: printable ASCII, no spaces.

@@ -34,7 +34,7 @@ EtcdLeadership::EtcdLeadership(EtcdClient* etcd, Options options)
       options_(std::move(options)),
       key_(options_.prefix + "leader") {}
 
-EtcdLeadership::~EtcdLeadership() {
+void EtcdLeadership::Stop() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
 }

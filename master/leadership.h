@@ -76,9 +76,11 @@ class EtcdLeadership final : public Leadership {
   };
   // `etcd` outlives this. Campaigning starts with Start().
   EtcdLeadership(EtcdClient* etcd, Options options);
-  // Stops campaigning; a leader revokes its lease (hands over at once).
-  ~EtcdLeadership() override;
+  ~EtcdLeadership() override { Stop(); }
   void Start();
+  // Stops campaigning; a leader steps down and revokes its lease (another
+  // master takes over at once). Term() is 0 from then on.
+  void Stop();
 
   int64_t Term() const override;
   std::string Leader() const override;

@@ -411,14 +411,15 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
         std::make_unique<EtcdStateStore>(m->etcd_.get(), leadership.get());
     m->etcd_store_ = store.get();
     m->store_ = std::move(store);
+    m->election_ = leadership.get();
     m->leadership_ = std::move(leadership);
-    m->mounts_ = MountRegistry::Unloaded(m->store_.get());
   } else {
     LARDER_ASSIGN_OR_RETURN(m->store_,
                             LocalStateStore::Open(m->options_.state_dir));
-    LARDER_ASSIGN_OR_RETURN(m->mounts_, MountRegistry::Open(m->store_.get()));
     m->leadership_ = std::make_unique<SoleLeadership>(m->options_.listen);
   }
+  // Read when this master becomes the leader (OnElected).
+  m->mounts_ = MountRegistry::Unloaded(m->store_.get());
   m->membership_ = std::make_unique<Membership>(m->options_.heartbeat_timeout,
                                                 m->options_.vnodes);
   m->metadata_ =
@@ -504,7 +505,7 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
     };
     LARDER_ASSIGN_OR_RETURN(m->ops_, OpsServer::Start(std::move(ops)));
   }
-  if (ha) static_cast<EtcdLeadership*>(m->leadership_.get())->Start();
+  if (m->election_) m->election_->Start();
   m->reaper_ = std::thread([p = m.get()] { p->ReapLoop(); });
   LARDER_LOG(INFO, "master.started")
       .Field("port", m->port_)
@@ -559,9 +560,10 @@ absl::Status Master::OnElected(int64_t term) {
       invalidations_->NewEpoch();
       metadata_->Invalidate("/");
     }
-    LARDER_RETURN_IF_ERROR(loads_->Resume());
-    last_term_ = term;
   }
+  // Stepping down stopped the jobs, whatever the term.
+  LARDER_RETURN_IF_ERROR(loads_->Resume());
+  last_term_ = term;
   serving_term_ = term;
   LARDER_LOG(INFO, "master.leading")
       .Field("term", term)
@@ -603,7 +605,7 @@ void Master::Shutdown() {
   if (stopping_.exchange(true)) return;
   // A leader hands over first (its lease is revoked: another master takes
   // over at once).
-  if (leadership_ && etcd_) leadership_.reset();
+  if (election_) election_->Stop();
   if (server_)
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(5));

@@ -102,6 +102,7 @@ class Master {
   std::unique_ptr<StateStore> store_;
   EtcdStateStore* etcd_store_ = nullptr;  // store_, with etcd.
   std::unique_ptr<Leadership> leadership_;
+  EtcdLeadership* election_ = nullptr;  // leadership_, with etcd.
   std::atomic<int64_t> serving_term_{0};
   int64_t last_term_ = 0;             // Election thread only.
   uint64_t stored_ring_version_ = 0;  // Reaper thread only.

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace larder {
 namespace {
@@ -22,24 +23,12 @@ absl::Status CheckName(const std::string& name) {
   return absl::OkStatus();
 }
 
+// The state is a few small text protos; a ring of thousands of workers is
+// the largest.
+constexpr size_t kMaxStateBytes = 64 << 20;
+
 absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(path);
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::string text;
-  char buf[65536];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0)
-    text.append(buf, static_cast<size_t>(n));
-  const int err = errno;
-  ::close(fd);
-  if (n < 0)
-    return absl::InternalError(
-        absl::StrCat("cannot read ", path, ": ", std::strerror(err)));
-  return text;
+  return ReadWholeFile(path, "master state", kMaxStateBytes);
 }
 
 }  // namespace
