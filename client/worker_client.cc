@@ -43,6 +43,10 @@ WorkerClient::WorkerClient(const std::string& address,
     args.SetInt(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1 << 20);
     args.SetInt(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 1 << 20);
     args.SetInt(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 4 << 20);
+    // A worker that restarts is found again within a second (gRPC's default
+    // backoff grows to two minutes: a load's retries would all fail fast).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     // Distinct arguments keep gRPC from sharing one connection between them.
     args.SetInt("larder.connection_index", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

@@ -4,10 +4,12 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/retry.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 
@@ -16,6 +18,15 @@ namespace {
 
 constexpr size_t kBatchBlocks = 16;  // Blocks per CacheBlocks call.
 constexpr int kInFlightPerWorker = 4;
+// A batch whose worker is slow or unreachable (restarting, out of memory,
+// briefly partitioned) is retried for about 15 s (backoff ceilings 0.25, 0.5,
+// 1, 2, 4, 4, 4 s, full jitter) before its blocks count as failed; a rerun
+// of the load then fetches only what is still missing.
+constexpr RetryOptions kBatchRetry = {
+    .max_attempts = 8,
+    .initial_backoff = absl::Milliseconds(250),
+    .max_backoff = absl::Seconds(4)};
+constexpr absl::Duration kBatchTimeout = absl::Minutes(2);
 
 std::string RecordName(const std::string& job_id) {
   return absl::StrCat("loads/", job_id, ".textproto");
@@ -239,6 +250,12 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
       per_worker[ring.Owner(id.Key().low)].push_back({std::move(id), i});
     }
   }
+  {
+    uint64_t blocks = 0;
+    for (const auto& v : per_worker) blocks += v.size();
+    absl::MutexLock l(&job->mu);
+    job->status.set_blocks_total(blocks);
+  }
   absl::Mutex progress_mu;
   int files_done = 0;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -246,6 +263,9 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
   }
 
   // 3. Batches, several in flight per worker.
+  std::unique_ptr<std::atomic<bool>[]> unreachable(
+      new std::atomic<bool>[workers.size()]);
+  for (size_t w = 0; w < workers.size(); ++w) unreachable[w] = false;
   {
     ThreadPool pool(static_cast<int>(workers.size()) * kInFlightPerWorker,
                     "larder-load");
@@ -259,8 +279,24 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
           std::vector<BlockId> ids;
           for (size_t k = start; k < end; ++k)
             ids.push_back(per_worker[w][k].id);
+          // A worker that already made one batch run out of retries gets
+          // one attempt per batch until it answers again: a worker that
+          // stays away costs the load one retry period, not one per batch.
+          RetryOptions retry = kBatchRetry;
+          if (unreachable[w]) retry.max_attempts = 1;
+          int attempts = 0;
           absl::Status st =
-              ClientFor(workers[w].address()).CacheBlocks(ids, /*wait=*/true);
+              RetryWithBackoff(retry, "load.batch", [&]() -> absl::Status {
+                if (stopping_) return absl::CancelledError("load stopped");
+                if (attempts++ > 0) {
+                  absl::MutexLock l(&job->mu);
+                  job->status.set_batch_retries(job->status.batch_retries() +
+                                                1);
+                }
+                return ClientFor(workers[w].address())
+                    .CacheBlocks(ids, /*wait=*/true, kBatchTimeout);
+              });
+          unreachable[w] = IsRetryable(st);
           absl::MutexLock pl(&progress_mu);
           uint64_t bytes = 0;
           for (size_t k = start; k < end; ++k) {

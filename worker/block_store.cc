@@ -69,7 +69,8 @@ BlockStore::BlockStore(BlockStoreOptions options, const MountTable* mounts,
     : options_(std::move(options)),
       mounts_(mounts),
       metrics_(metrics),
-      ram_(options_.ram_capacity_bytes, options_.ram_policy),
+      ram_(options_.ram_capacity_bytes, options_.ram_policy,
+           options_.ram_max_blocks),
       range_pool_(
           std::make_unique<ThreadPool>(options_.range_threads, "larder-range")),
       nvme_pool_(std::make_unique<ThreadPool>(options_.nvme_write_threads,
@@ -545,6 +546,7 @@ BlockStore::Stats BlockStore::GetStats() {
     s.ram_used = ram_.used();
     s.ram_blocks = ram_.size();
     s.ram_evictions = ram_.evictions();
+    s.ram_max_blocks = ram_.max_entries() == SIZE_MAX ? 0 : ram_.max_entries();
     s.leases = static_cast<uint64_t>(leases_);
   }
   if (nvme_) {

@@ -50,6 +50,10 @@ struct BlockStoreOptions {
   // RAM tier capacity. Default 1 GiB.
   uint64_t ram_capacity_bytes = 1ull << 30;
   EvictionPolicy ram_policy = EvictionPolicy::kLru;
+  // Most blocks in the RAM tier (0 = no bound). Each holds a file
+  // descriptor (its memfd), so the worker sets this below its fd limit:
+  // past the limit it could neither cache a block nor accept a connection.
+  size_t ram_max_blocks = 0;
   // NVMe tier; none when empty.
   std::optional<NvmeOptions> nvme;
   CacheRules rules;
@@ -99,7 +103,8 @@ struct BlockRead {
 class BlockStore {
  public:
   struct Stats {
-    uint64_t ram_capacity = 0, ram_used = 0, ram_blocks = 0, ram_evictions = 0;
+    uint64_t ram_capacity = 0, ram_used = 0, ram_blocks = 0, ram_evictions = 0,
+             ram_max_blocks = 0;
     NvmeTier::Stats nvme;
     bool has_nvme = false;
     uint64_t leases = 0;

@@ -16,7 +16,8 @@
 //   * A leased entry (a local client reads its fd) is not evicted until the
 //     lease expires or is released.
 //
-// Used bytes never exceed capacity. Not thread-safe: the owning tier locks.
+// Used bytes never exceed capacity, nor entries max_entries. Not thread-safe:
+// the owning tier locks.
 #ifndef LARDER_WORKER_CACHE_INDEX_H_
 #define LARDER_WORKER_CACHE_INDEX_H_
 
@@ -71,10 +72,15 @@ class CacheIndex {
     typename std::list<BlockKey>::iterator lru;  // Valid unless pinned.
   };
 
-  CacheIndex(uint64_t capacity, EvictionPolicy policy)
-      : capacity_(capacity), policy_(policy) {}
+  // `max_entries` bounds the number of entries as `capacity` bounds their
+  // bytes (0 = no bound): every RAM block holds a file descriptor.
+  CacheIndex(uint64_t capacity, EvictionPolicy policy, size_t max_entries = 0)
+      : capacity_(capacity),
+        policy_(policy),
+        max_entries_(max_entries == 0 ? SIZE_MAX : max_entries) {}
 
   uint64_t capacity() const { return capacity_; }
+  size_t max_entries() const { return max_entries_; }
   uint64_t used() const { return used_; }
   size_t size() const { return map_.size(); }
 
@@ -182,12 +188,16 @@ class CacheIndex {
   }
 
   bool MakeRoom(uint64_t size, absl::Time now, std::vector<Value>* evicted) {
-    if (used_ + size <= capacity_) return true;
-    // Expired entries go first, whatever the policy.
     std::vector<BlockKey> victims;
     uint64_t freed = 0;
-    for (auto k = lru_.rbegin();
-         k != lru_.rend() && used_ + size > capacity_ + freed; ++k) {
+    // Room for `size` more bytes and one more entry once `victims` go.
+    auto short_of_room = [&] {
+      return used_ + size > capacity_ + freed ||
+             map_.size() - victims.size() + 1 > max_entries_;
+    };
+    if (!short_of_room()) return true;
+    // Expired entries go first, whatever the policy.
+    for (auto k = lru_.rbegin(); k != lru_.rend() && short_of_room(); ++k) {
       const Entry& e = map_.at(*k);
       if (e.expires <= now && !Leased(e, now)) {
         victims.push_back(*k);
@@ -195,15 +205,14 @@ class CacheIndex {
       }
     }
     if (policy_ == EvictionPolicy::kLru) {
-      for (auto k = lru_.rbegin();
-           k != lru_.rend() && used_ + size > capacity_ + freed; ++k) {
+      for (auto k = lru_.rbegin(); k != lru_.rend() && short_of_room(); ++k) {
         const Entry& e = map_.at(*k);
         if (Leased(e, now) || e.expires <= now) continue;
         victims.push_back(*k);
         freed += e.size;
       }
     }
-    if (used_ + size > capacity_ + freed) return false;
+    if (short_of_room()) return false;
     for (const BlockKey& k : victims) {
       auto it = map_.find(k);
       if (evicted) evicted->push_back(std::move(it->second.value));
@@ -219,6 +228,7 @@ class CacheIndex {
  private:
   const uint64_t capacity_;
   const EvictionPolicy policy_;
+  const size_t max_entries_;
   uint64_t used_ = 0;
   uint64_t evictions_ = 0;
   absl::flat_hash_map<BlockKey, Entry> map_;

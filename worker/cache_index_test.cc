@@ -115,5 +115,27 @@ TEST(CacheRulesTest, LongestPrefixWins) {
   EXPECT_FALSE(CacheRules::Parse({}, {"=5m"}).ok());
 }
 
+TEST(CacheIndexTest, EntryBoundEvictsLikeCapacity) {
+  // Room for 10 bytes but 2 entries: the third small entry evicts the LRU.
+  CacheIndex<int> idx(1000, EvictionPolicy::kLru, /*max_entries=*/2);
+  std::vector<int> evicted;
+  ASSERT_TRUE(
+      idx.Admit(K(1), 1, 1, false, absl::InfiniteDuration(), kNow, &evicted));
+  ASSERT_TRUE(
+      idx.Admit(K(2), 2, 1, false, absl::InfiniteDuration(), kNow, &evicted));
+  ASSERT_TRUE(idx.Find(K(1), kNow) != nullptr);  // 2 is now the LRU.
+  ASSERT_TRUE(
+      idx.Admit(K(3), 3, 1, false, absl::InfiniteDuration(), kNow, &evicted));
+  EXPECT_EQ(evicted, std::vector<int>{2});
+  EXPECT_EQ(idx.size(), 2u);
+  // Policy none: full by count, the new entry is refused.
+  CacheIndex<int> none(1000, EvictionPolicy::kNone, 1);
+  ASSERT_TRUE(
+      none.Admit(K(1), 1, 1, false, absl::InfiniteDuration(), kNow, nullptr));
+  EXPECT_FALSE(
+      none.Admit(K(2), 2, 1, false, absl::InfiniteDuration(), kNow, nullptr));
+  EXPECT_EQ(none.size(), 1u);
+}
+
 }  // namespace
 }  // namespace larder

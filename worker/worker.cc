@@ -14,20 +14,48 @@
 namespace larder {
 namespace {
 
-// Every RAM block is a memfd: allow as many descriptors as the system lets us.
-void RaiseFdLimit() {
+// Every RAM block is a memfd. Raises the descriptor limit as far as the
+// system lets us (root may raise the hard limit up to fs.nr_open) and
+// returns the limit in force.
+uint64_t RaiseFdLimit() {
   struct rlimit r;
-  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
-    r.rlim_cur = r.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &r);
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
+  uint64_t nr_open = 0;
+  if (std::FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+    unsigned long long v = 0;
+    if (std::fscanf(f, "%llu", &v) == 1) nr_open = v;
+    std::fclose(f);
   }
+  if (nr_open > r.rlim_max) {
+    struct rlimit raised = {nr_open, nr_open};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return nr_open;
+  }
+  if (r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &r) != 0) ::getrlimit(RLIMIT_NOFILE, &r);
+  }
+  return r.rlim_cur;
+}
+
+// RAM blocks a worker may hold under an fd limit: the rest is kept for
+// connections, NVMe and under-store files, blocks in flight and the fds
+// held by readers of evicted blocks.
+size_t RamBlocksFor(uint64_t fd_limit) {
+  const uint64_t reserve =
+      std::min<uint64_t>(std::max<uint64_t>(fd_limit / 4, 256), 8192);
+  return fd_limit > reserve + 64 ? static_cast<size_t>(fd_limit - reserve) : 64;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     WorkerOptions options, std::unique_ptr<MountTable> mounts) {
-  RaiseFdLimit();
+  const uint64_t fd_limit = RaiseFdLimit();
+  if (options.store.ram_max_blocks == 0)
+    options.store.ram_max_blocks = RamBlocksFor(fd_limit);
+  LARDER_LOG(INFO, "worker.fd_limit")
+      .Field("limit", fd_limit)
+      .Field("ram_max_blocks", options.store.ram_max_blocks);
   std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(mounts)));
   LARDER_RETURN_IF_ERROR(
       CheckExposure("worker", w->options_.listen, w->options_.security));
