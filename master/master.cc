@@ -10,6 +10,7 @@
 
 #include <array>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker_client.h"
@@ -213,6 +214,27 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
+  // The master stats and lists under-stores for every client, with its
+  // own credentials: a refusal for lack of them says whose they are.
+  static absl::Status MetadataError(const absl::Status& st) {
+    if (st.code() == absl::StatusCode::kUnauthenticated) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the Larder master has no credentials for this mount's store (it "
+          "lists and stats for every client): ",
+          st.message(),
+          ". Set them for `larder master` (its environment or home "
+          "directory), or give the mount --credentials=profile:NAME of the "
+          "master's credentials file"));
+    }
+    if (st.code() == absl::StatusCode::kPermissionDenied) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the under-store refused the Larder master (its credentials, or "
+          "the path): ",
+          st.message()));
+    }
+    return st;
+  }
+
   grpc::Status Stat(grpc::ServerContext* ctx, const v1::StatRequest* req,
                     v1::StatResponse* resp) override {
     if (grpc::Status denied = Enter(kStat, *ctx); !denied.ok()) return denied;
@@ -226,7 +248,7 @@ class MasterService final : public v1::Master::Service {
       resp->set_ring_version(membership_->version());
       return grpc::Status::OK;
     }
-    if (!r.ok()) return ToGrpcStatus(r.status());
+    if (!r.ok()) return ToGrpcStatus(MetadataError(r.status()));
     *resp = *std::move(r);
     Present(req->path(), resp->mutable_info());
     resp->set_ring_version(membership_->version());
@@ -253,7 +275,7 @@ class MasterService final : public v1::Master::Service {
       }
     }
     absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
-    if (!r.ok()) return ToGrpcStatus(r.status());
+    if (!r.ok()) return ToGrpcStatus(MetadataError(r.status()));
     *resp = *std::move(r);
     // Every entry is in the listed directory's mount: resolved once, merged
     // in (only the presentation fields are set).
@@ -516,6 +538,8 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
       .Field("mounts", m->mounts_->Get().mounts_size());
   return m;
 }
+
+v1::MountTable Master::Mounts() const { return mounts_->Get(); }
 
 bool Master::Serving() const {
   const int64_t term = leadership_ ? leadership_->Term() : 0;

@@ -82,6 +82,8 @@ class Master {
   int port() const { return port_; }
   int ops_port() const { return ops_ ? ops_->port() : 0; }
   Membership& membership() { return *membership_; }
+  // The mount table this master holds now (empty on a follower).
+  v1::MountTable Mounts() const;
   void Shutdown();
 
   // Whether this master leads and has taken over the state (it serves).

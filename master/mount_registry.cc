@@ -2,6 +2,7 @@
 #include "master/mount_registry.h"
 
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
 
@@ -67,6 +68,34 @@ absl::Status MountRegistry::Persist(const v1::MountTable& table) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// How mount `want` differs from `have` of the same path, for a refusal:
+// "from 'file:///a' (asked: 'file:///b')", or the first other field.
+std::string MountDifference(const v1::MountEntry& have,
+                            const v1::MountEntry& want) {
+  if (have.uri() != want.uri()) {
+    return absl::StrCat("from '", have.uri(), "' (asked: '", want.uri(), "')");
+  }
+  auto field = [](absl::string_view name, const auto& a, const auto& b) {
+    return absl::StrCat("from the same URI with ", name, " ", a, " (asked: ", b,
+                        ")");
+  };
+  if (have.block_size() != want.block_size())
+    return field("block size", have.block_size(), want.block_size());
+  if (have.metadata_ttl_ms() != want.metadata_ttl_ms())
+    return field("metadata TTL (ms)", have.metadata_ttl_ms(),
+                 want.metadata_ttl_ms());
+  if (have.credentials() != want.credentials())
+    return field("credentials", absl::StrCat("'", have.credentials(), "'"),
+                 absl::StrCat("'", want.credentials(), "'"));
+  if (have.read_only() != want.read_only())
+    return field("read_only", have.read_only(), want.read_only());
+  return "from the same URI with another owner, group or file mode";
+}
+
+}  // namespace
+
 absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
   LARDER_ASSIGN_OR_RETURN(std::string path, NormalizeClusterPath(entry.path()));
   if (path == "/") return absl::InvalidArgumentError("cannot mount on '/'");
@@ -87,7 +116,16 @@ absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
   (void)uri;
   absl::MutexLock lock(&mu_);
   for (const v1::MountEntry& m : table_.mounts()) {
-    if (m.path() == path || absl::StartsWith(path, m.path() + "/") ||
+    if (m.path() == path) {
+      // The same mount again is done already (idempotent start-up
+      // scripts); another one on its path is a conflict.
+      if (google::protobuf::util::MessageDifferencer::Equals(m, entry))
+        return table_;
+      return absl::AlreadyExistsError(absl::StrCat(
+          "'", path, "' is already mounted ", MountDifference(m, entry),
+          "; run `larder unmount ", path, "` first to change it"));
+    }
+    if (absl::StartsWith(path, m.path() + "/") ||
         absl::StartsWith(m.path(), path + "/")) {
       return absl::AlreadyExistsError(absl::StrCat(
           "'", path, "' overlaps the existing mount '", m.path(), "'"));

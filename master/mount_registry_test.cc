@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "master/mount_registry.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 
@@ -68,9 +69,23 @@ TEST(MountRegistryTest, RejectsBadMounts) {
   testing::TempDir dir;
   auto r = MountRegistry::Open(dir.path());
   ASSERT_TRUE(r.ok());
-  ASSERT_TRUE((*r)->Add(Entry("/a/b", "file:///tmp")).ok());
-  EXPECT_EQ((*r)->Add(Entry("/a/b", "file:///tmp")).status().code(),
-            absl::StatusCode::kAlreadyExists);
+  auto first = (*r)->Add(Entry("/a/b", "file:///tmp"));
+  ASSERT_TRUE(first.ok());
+  // The same mount again: done already, the table unchanged.
+  auto again = (*r)->Add(Entry("/a/b", "file:///tmp"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->version(), first->version());
+  EXPECT_EQ(again->mounts_size(), 1);
+  // Another URI, or another option, on its path: a conflict that says what.
+  auto other = (*r)->Add(Entry("/a/b", "file:///var"));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(other.status().message()),
+              ::testing::HasSubstr("'/a/b' is already mounted from "
+                                   "'file:///tmp' (asked: 'file:///var')"));
+  v1::MountEntry bigger = Entry("/a/b", "file:///tmp");
+  bigger.set_block_size(8 << 20);
+  EXPECT_THAT(std::string((*r)->Add(bigger).status().message()),
+              ::testing::HasSubstr("block size 4194304 (asked: 8388608)"));
   EXPECT_EQ((*r)->Add(Entry("/a", "file:///tmp")).status().code(),
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ((*r)->Add(Entry("/a/b/c", "file:///tmp")).status().code(),

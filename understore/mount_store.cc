@@ -30,7 +30,12 @@ absl::Status CheckFileRoot(const std::string& uri,
                            const std::vector<std::string>& allowed) {
   LARDER_ASSIGN_OR_RETURN(StoreUri u, ParseStoreUri(uri));
   if (u.scheme != "file") return absl::OkStatus();
-  LARDER_ASSIGN_OR_RETURN(std::string root, RealPath(u.path));
+  absl::StatusOr<std::string> real = RealPath(u.path);
+  if (absl::IsNotFound(real.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file:// root ", u.path, " does not exist"));
+  }
+  LARDER_ASSIGN_OR_RETURN(std::string root, std::move(real));
   for (const std::string& a : allowed) {
     absl::StatusOr<std::string> allowed_root = RealPath(a);
     if (!allowed_root.ok()) continue;

@@ -47,8 +47,10 @@ TEST(MountStoreTest, FileRootsMustLieInTheAllowedOnes) {
     EXPECT_THAT(s.status().message(), HasSubstr("--allowed_file_roots"));
   }
   ::rmdir(sibling.c_str());
+  // A root that does not exist is a mistake in the mount, refused as such.
   s = OpenMountStore(FileMount(allowed.path() + "/missing"), o);
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("does not exist"));
   // Other schemes are not file roots.
   v1::MountEntry s3;
   s3.set_path("/s3");

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
@@ -26,6 +27,45 @@ bool IsIpLiteral(absl::string_view host) {
       return false;
   }
   return !host.empty();
+}
+
+// "host", "host:port" or "[v6]:port": a DNS name or IP literal and a port
+// of 1 to 65535.
+bool IsHostPort(absl::string_view e) {
+  absl::string_view host = e, port;
+  if (absl::StartsWith(e, "[")) {
+    const size_t close = e.find(']');
+    if (close == absl::string_view::npos) return false;
+    host = e.substr(1, close - 1);
+    absl::string_view rest = e.substr(close + 1);
+    if (!rest.empty() && !absl::ConsumePrefix(&rest, ":")) return false;
+    port = rest;
+    if (host.empty()) return false;
+    for (char c : host) {
+      if (!absl::ascii_isxdigit(static_cast<unsigned char>(c)) && c != ':' &&
+          c != '.')
+        return false;
+    }
+  } else {
+    if (size_t colon = e.rfind(':'); colon != absl::string_view::npos) {
+      host = e.substr(0, colon);
+      port = e.substr(colon + 1);
+      if (port.empty()) return false;
+    }
+    if (host.empty() || host.size() > 253 || host.front() == '-' ||
+        host.front() == '.')
+      return false;
+    for (char c : host) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' &&
+          c != '.')
+        return false;
+    }
+  }
+  if (!port.empty()) {
+    int p = 0;
+    if (!absl::SimpleAtoi(port, &p) || p < 1 || p > 65535) return false;
+  }
+  return true;
 }
 
 bool ValidBucketName(absl::string_view b) {
@@ -89,7 +129,7 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(
     }
     while (absl::ConsumeSuffix(&e, "/")) {
     }
-    if (e.empty() || absl::StrContains(e, '/') || absl::StrContains(e, '@')) {
+    if (!IsHostPort(e)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "bad S3 endpoint '", *endpoint,
           "': want scheme://host[:port], e.g. http://127.0.0.1:9000"));

@@ -83,6 +83,17 @@ absl::StatusOr<StoreUri> ParseStoreUri(absl::string_view uri) {
   LARDER_ASSIGN_OR_RETURN(out.path, PercentDecode(path));
   if (out.scheme != "file") {
     while (!out.path.empty() && out.path.front() == '/') out.path.erase(0, 1);
+  } else {
+    // A root is named by its own path: "/a/../b" would be checked against
+    // --allowed_file_roots, and shown in the mount table, as one directory
+    // while it is another.
+    for (absl::string_view part : absl::StrSplit(out.path, '/')) {
+      if (part == "." || part == "..") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "file:// root '", out.path, "' has a '", part,
+            "' component; write the directory's own absolute path"));
+      }
+    }
   }
   if (!query.empty()) {
     for (absl::string_view pair :
