@@ -20,8 +20,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -91,6 +93,9 @@ ABSL_FLAG(std::string, file_mode, "",
           "0440 (default 0444; directories add x where r is set).");
 ABSL_FLAG(bool, wait, true,
           "load: wait and show progress (false: print the job id and return).");
+ABSL_FLAG(absl::Duration, progress_interval, absl::Seconds(5),
+          "load: how often a progress line is printed when stderr is not a "
+          "terminal (a log file, a pipe, kubectl logs).");
 
 namespace larder::cli {
 
@@ -170,7 +175,61 @@ std::string FormatTime(int64_t unix_ns) {
 
 // --- master ---------------------------------------------------------------
 
+std::string Security(const SecurityOptions& s) {
+  return absl::StrCat(
+      s.tls_cert_file.empty() ? "plaintext" : "TLS",
+      s.tls_ca_file.empty() || s.tls_cert_file.empty()
+          ? ""
+          : (s.tls_require_client_cert ? ", client certificates required"
+                                       : ", client certificates checked"),
+      s.auth_tokens_file.empty() ? "" : ", bearer tokens",
+      s.auth_tokens_file.empty() && s.tls_ca_file.empty()
+          ? ", no authentication"
+          : "");
+}
+
+// What the master serves, after its first line (which tests and scripts
+// wait for).
+void PrintMasterStartup(const MasterOptions& o, const Master& master) {
+  const std::string host = o.listen.substr(0, o.listen.rfind(':'));
+  std::printf(
+      "  serving      gRPC %s:%d (%s)%s\n", host.c_str(), master.port(),
+      Security(o.security).c_str(),
+      o.ops_listen.empty()
+          ? ", no metrics"
+          : absl::StrCat(", /metrics and /healthz on port ", master.ops_port())
+                .c_str());
+  if (o.etcd.empty()) {
+    std::printf("  state        %s (one master; no etcd)\n",
+                o.state_dir.c_str());
+  } else {
+    std::printf(
+        "  state        etcd %s, keys under %s; leader lease %s; this master "
+        "is advertised as %s\n",
+        o.etcd.c_str(), o.etcd_prefix.c_str(),
+        absl::FormatDuration(o.leader_lease).c_str(),
+        o.advertise.empty() ? "its --master_listen" : o.advertise.c_str());
+  }
+  const v1::MountTable mounts = master.Mounts();
+  if (!o.etcd.empty() && mounts.mounts().empty()) {
+    std::printf("  mounts       the leader's, from etcd\n");
+  } else {
+    std::printf("  mounts       %d%s\n", mounts.mounts_size(),
+                mounts.mounts().empty() ? " (add one with `larder mount PATH "
+                                          "URI`)"
+                                        : "");
+    for (const auto& m : mounts.mounts())
+      std::printf("               %s -> %s\n", m.path().c_str(),
+                  m.uri().c_str());
+  }
+  std::printf("  file roots   %s\n",
+              !o.store.allowed_file_roots || o.store.allowed_file_roots->empty()
+                  ? "none (file:// mounts refused; see --allowed_file_roots)"
+                  : absl::StrJoin(*o.store.allowed_file_roots, ", ").c_str());
+}
+
 absl::Status RunMaster(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(RedirectStderrToLogFile(/*or_dev_null=*/false));
   LARDER_RETURN_IF_ERROR(
       WantArgs(args, 0,
                "larder master [--master_listen=...] [--state_dir=...] "
@@ -196,10 +255,12 @@ absl::Status RunMaster(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const MasterOptions shown = o;
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Master> master,
                           Master::Start(std::move(o)));
   std::printf("larder master: gRPC port %d, metrics port %d\n", master->port(),
               master->ops_port());
+  PrintMasterStartup(shown, *master);
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
@@ -209,7 +270,32 @@ absl::Status RunMaster(const std::vector<std::string>& args) {
 
 // --- mount / unmount ------------------------------------------------------
 
-void PrintMounts(const v1::MountTable& t) {
+// The mount table as a table, or (--output=json) as
+// {"version": N, "mounts": [{"path", "uri", "block_size", "metadata_ttl_ms",
+//  "read_only", "credentials", "uid", "gid", "mode"}]} (uid/gid null when
+// unset; mode 0 = the default 0444).
+absl::Status PrintMounts(const v1::MountTable& t) {
+  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
+  if (json) {
+    Json doc;
+    doc["version"] = t.version();
+    doc["mounts"] = Json::array();
+    for (const auto& m : t.mounts()) {
+      Json e;
+      e["path"] = m.path();
+      e["uri"] = m.uri();
+      e["block_size"] = m.block_size();
+      e["metadata_ttl_ms"] = m.metadata_ttl_ms();
+      e["read_only"] = m.read_only();
+      e["credentials"] = m.credentials();
+      e["uid"] = m.has_uid() ? Json(m.uid()) : Json(nullptr);
+      e["gid"] = m.has_gid() ? Json(m.gid()) : Json(nullptr);
+      e["mode"] = m.mode();
+      doc["mounts"].push_back(std::move(e));
+    }
+    PrintJson(doc);
+    return absl::OkStatus();
+  }
   std::printf("%-32s %-10s %-8s %s\n", "PATH", "BLOCK", "TTL", "URI");
   for (const auto& m : t.mounts()) {
     std::printf(
@@ -229,6 +315,7 @@ void PrintMounts(const v1::MountTable& t) {
                 : "")
             .c_str());
   }
+  return absl::OkStatus();
 }
 
 // --owner_uid, --owner_gid and --file_mode onto `m`.
@@ -261,8 +348,7 @@ absl::Status RunMount(const std::vector<std::string>& args) {
     LARDER_RETURN_IF_ERROR(
         Rpc(stub->Call(&v1::Master::Stub::GetMounts, v1::GetMountsRequest(), &t,
                        absl::Seconds(10))));
-    PrintMounts(t);
-    return absl::OkStatus();
+    return PrintMounts(t);
   }
   LARDER_RETURN_IF_ERROR(WantArgs(args, 2, "larder mount [PATH URI]"));
   v1::AddMountRequest req;
@@ -270,6 +356,11 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   req.mutable_mount()->set_uri(args[1]);
   LARDER_ASSIGN_OR_RETURN(uint64_t bs,
                           ParseBytes(absl::GetFlag(FLAGS_mount_block_size)));
+  if (bs < 4096 || bs > (1ull << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mount_block_size: ", FormatBytes(bs),
+                     " is not a block size (4KiB to 1GiB)"));
+  }
   req.mutable_mount()->set_block_size(bs);
   req.mutable_mount()->set_metadata_ttl_ms(static_cast<uint64_t>(
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_metadata_ttl))));
@@ -279,8 +370,7 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   v1::MountTable t;
   LARDER_RETURN_IF_ERROR(
       Rpc(stub->Call(&v1::Master::Stub::AddMount, req, &t, absl::Seconds(30))));
-  PrintMounts(t);
-  return absl::OkStatus();
+  return PrintMounts(t);
 }
 
 absl::Status RunUnmount(const std::vector<std::string>& args) {
@@ -291,8 +381,7 @@ absl::Status RunUnmount(const std::vector<std::string>& args) {
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   LARDER_RETURN_IF_ERROR(Rpc(
       stub->Call(&v1::Master::Stub::RemoveMount, req, &t, absl::Seconds(10))));
-  PrintMounts(t);
-  return absl::OkStatus();
+  return PrintMounts(t);
 }
 
 // --- ls / stat / cat --------------------------------------------------------
@@ -309,18 +398,38 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient() {
   return c;
 }
 
+// --output=json: {"path": P, "entries": [{"path", "type" ("file" or
+// "directory"), "size", "version", "mtime" (RFC 3339), "mtime_unix_ms"}]},
+// written entry by entry (a listing can be long).
 absl::Status RunLs(const std::vector<std::string>& args) {
   if (args.size() > 1)
     return absl::InvalidArgumentError("usage: larder ls [PATH] [--recursive]");
+  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
   LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
   const std::string path = args.empty() ? "/" : args[0];
+  if (json)
+    std::printf("{\"path\": %s, \"entries\": [", Json(path).dump().c_str());
   std::string token;
+  const char* separator = "\n  ";
   do {
     LARDER_ASSIGN_OR_RETURN(
         ListResult page,
         client->List(path, token, 1000, absl::GetFlag(FLAGS_recursive)));
     for (const FileInfo& e : page.entries) {
-      if (e.is_dir) {
+      if (json) {
+        Json j;
+        j["path"] = e.path;
+        j["type"] = e.is_dir ? "directory" : "file";
+        j["size"] = e.size;
+        j["version"] = e.version;
+        j["mtime"] = Rfc3339(absl::ToUnixNanos(e.mtime));
+        j["mtime_unix_ms"] = absl::ToUnixMillis(e.mtime);
+        std::printf(
+            "%s%s", separator,
+            j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                .c_str());
+        separator = ",\n  ";
+      } else if (e.is_dir) {
         std::printf("%12s  %-19s  %s/\n", "DIR", "", e.path.c_str());
       } else {
         std::printf("%12llu  %s  %s\n", static_cast<unsigned long long>(e.size),
@@ -332,6 +441,7 @@ absl::Status RunLs(const std::vector<std::string>& args) {
     }
     token = page.next_page_token;
   } while (!token.empty());
+  if (json) std::printf("\n]}\n");
   return absl::OkStatus();
 }
 
@@ -343,6 +453,23 @@ absl::Status RunStat(const std::vector<std::string>& args) {
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   LARDER_RETURN_IF_ERROR(
       Rpc(stub->Call(&v1::Master::Stub::Stat, req, &r, absl::Seconds(30))));
+  const uint64_t blocks =
+      BlockCount(r.info().size(), std::max<uint64_t>(1, r.block_size()));
+  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
+  if (json) {
+    Json doc;
+    doc["path"] = r.info().path();
+    doc["type"] = r.info().is_dir() ? "directory" : "file";
+    doc["size"] = r.info().size();
+    doc["version"] = r.info().version();
+    doc["mtime"] = Rfc3339(r.info().mtime_ns());
+    doc["mtime_unix_ms"] = r.info().mtime_ns() / 1000000;
+    doc["mount"] = r.mount();
+    doc["block_size"] = r.block_size();
+    doc["blocks"] = blocks;
+    PrintJson(doc);
+    return absl::OkStatus();
+  }
   std::printf(
       "path:       %s\ntype:       %s\nsize:       %llu\nversion:    "
       "%s\nmtime:      %s\nmount:      %s\n"
@@ -351,8 +478,7 @@ absl::Status RunStat(const std::vector<std::string>& args) {
       static_cast<unsigned long long>(r.info().size()),
       r.info().version().c_str(), FormatTime(r.info().mtime_ns()).c_str(),
       r.mount().c_str(), FormatBytes(r.block_size()).c_str(),
-      static_cast<unsigned long long>(
-          BlockCount(r.info().size(), std::max<uint64_t>(1, r.block_size()))));
+      static_cast<unsigned long long>(blocks));
   return absl::OkStatus();
 }
 
@@ -467,63 +593,151 @@ absl::Status RunCp(const std::vector<std::string>& args) {
 
 // --- load / invalidate ------------------------------------------------------
 
-void PrintProgress(const v1::LoadStatus& s, bool final) {
-  if (!s.listing_done()) {
-    std::fprintf(stderr, "\rlisting %s ...", s.path().c_str());
-    return;
+const char* StateName(v1::LoadStatus::State s) {
+  switch (s) {
+    case v1::LoadStatus::RUNNING:
+      return "running";
+    case v1::LoadStatus::DONE:
+      return "done";
+    default:
+      return "failed";
   }
-  const double total =
-      static_cast<double>(std::max<uint64_t>(1, s.bytes_total()));
-  const double frac = s.listing_done() ? s.bytes_done() / total : 0;
-  const int width = 30;
-  std::string bar(static_cast<size_t>(frac * width), '#');
-  bar.resize(width, '.');
-  const int64_t end_ms = s.finished_unix_ms() ? s.finished_unix_ms()
-                                              : absl::ToUnixMillis(absl::Now());
-  const double secs = std::max(0.001, (end_ms - s.started_unix_ms()) / 1000.0);
-  const double rate = s.bytes_done() / secs;
-  const double eta = rate > 0 ? (s.bytes_total() - s.bytes_done()) / rate : 0;
-  std::fprintf(
-      stderr, "\r[%s] %5.1f%%  %s / %s  files %llu/%llu  %s/s  ETA %s%s",
-      bar.c_str(), 100 * frac, FormatBytes(s.bytes_done()).c_str(),
-      FormatBytes(s.bytes_total()).c_str(),
-      static_cast<unsigned long long>(s.files_done()),
-      static_cast<unsigned long long>(s.files_total()),
-      FormatBytes(static_cast<uint64_t>(rate)).c_str(),
-      final ? "0s"
-            : absl::FormatDuration(absl::Seconds(static_cast<int64_t>(eta)))
-                  .c_str(),
-      final ? "\n" : "   ");
+}
+
+// Progress on stderr: on a terminal a bar redrawn in place (`\r`); anywhere
+// else (a file, a pipe, `kubectl logs`) one plain line at a time, so a log
+// never holds one endless line.
+class LoadProgress {
+ public:
+  LoadProgress()
+      : tty_(::isatty(STDERR_FILENO) == 1),
+        interval_(absl::GetFlag(FLAGS_progress_interval)) {}
+
+  void Update(const v1::LoadStatus& s, bool final) {
+    const absl::Time now = absl::Now();
+    // Outside a terminal: a line per interval, and one as soon as the
+    // listing is done (the totals are known).
+    const bool listed_now = s.listing_done() && !listed_;
+    listed_ = s.listing_done();
+    if (!tty_ && !final && !listed_now && now - last_line_ < interval_) return;
+    last_line_ = now;
+    const char* end = tty_ ? (final ? "\n" : "   ") : "\n";
+    const char* start = tty_ ? "\r" : "";
+    if (!s.listing_done()) {
+      std::fprintf(stderr, "%slisting %s ...%s", start, s.path().c_str(),
+                   tty_ ? "" : "\n");
+      return;
+    }
+    const double total =
+        static_cast<double>(std::max<uint64_t>(1, s.bytes_total()));
+    const double frac = s.bytes_done() / total;
+    const int64_t end_ms = s.finished_unix_ms()
+                               ? s.finished_unix_ms()
+                               : absl::ToUnixMillis(absl::Now());
+    const double secs =
+        std::max(0.001, (end_ms - s.started_unix_ms()) / 1000.0);
+    const double rate = s.bytes_done() / secs;
+    const double eta = rate > 0 ? (s.bytes_total() - s.bytes_done()) / rate : 0;
+    std::string bar;
+    if (tty_) {
+      const int width = 30;
+      bar = std::string(static_cast<size_t>(frac * width), '#');
+      bar.resize(width, '.');
+      bar = absl::StrCat("[", bar, "] ");
+    } else {
+      bar = absl::StrCat("load ", s.path(), ": ");
+    }
+    std::fprintf(
+        stderr, "%s%s%5.1f%%  %s / %s  files %llu/%llu  %s/s  ETA %s%s%s",
+        start, bar.c_str(), 100 * frac, FormatBytes(s.bytes_done()).c_str(),
+        FormatBytes(s.bytes_total()).c_str(),
+        static_cast<unsigned long long>(s.files_done()),
+        static_cast<unsigned long long>(s.files_total()),
+        FormatBytes(static_cast<uint64_t>(rate)).c_str(),
+        final ? "0s"
+              : absl::FormatDuration(absl::Seconds(static_cast<int64_t>(eta)))
+                    .c_str(),
+        s.batch_retries() > 0
+            ? absl::StrCat("  retries ", s.batch_retries()).c_str()
+            : "",
+        end);
+  }
+
+ private:
+  const bool tty_;
+  const absl::Duration interval_;
+  absl::Time last_line_ = absl::InfinitePast();
+  bool listed_ = false;
+};
+
+// --output=json: {"job_id", "path", "state" ("running" with --wait=false,
+// "done" or "failed"), "files_total", "files_done", "bytes_total",
+// "bytes_done", "blocks_total", "blocks_failed", "batch_retries",
+// "started_unix_ms", "finished_unix_ms", "seconds", "last_error"}
+void PrintLoadJson(const v1::LoadStatus& s) {
+  Json doc;
+  doc["job_id"] = s.job_id();
+  doc["path"] = s.path();
+  doc["state"] = StateName(s.state());
+  doc["files_total"] = s.files_total();
+  doc["files_done"] = s.files_done();
+  doc["bytes_total"] = s.bytes_total();
+  doc["bytes_done"] = s.bytes_done();
+  doc["blocks_total"] = s.blocks_total();
+  doc["blocks_failed"] = s.blocks_failed();
+  doc["batch_retries"] = s.batch_retries();
+  doc["started_unix_ms"] = s.started_unix_ms();
+  doc["finished_unix_ms"] = s.finished_unix_ms();
+  doc["seconds"] = s.finished_unix_ms()
+                       ? (s.finished_unix_ms() - s.started_unix_ms()) / 1000.0
+                       : 0.0;
+  doc["last_error"] = s.last_error();
+  PrintJson(doc);
 }
 
 absl::Status RunLoad(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder load PATH [--wait=true]"));
+  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
   LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
   v1::LoadRequest req;
   req.set_path(args[0]);
   v1::LoadStatus s;
-  {
-    LARDER_RETURN_IF_ERROR(Rpc(
-        stub->Call(&v1::Master::Stub::StartLoad, req, &s, absl::Seconds(30))));
-  }
+  LARDER_RETURN_IF_ERROR(Rpc(
+      stub->Call(&v1::Master::Stub::StartLoad, req, &s, absl::Seconds(30))));
   if (!absl::GetFlag(FLAGS_wait)) {
-    std::printf("%s\n", s.job_id().c_str());
+    if (json) {
+      PrintLoadJson(s);
+    } else {
+      std::printf("%s\n", s.job_id().c_str());
+    }
     return absl::OkStatus();
   }
+  LoadProgress progress;
   while (s.state() == v1::LoadStatus::RUNNING) {
-    PrintProgress(s, false);
+    progress.Update(s, false);
     absl::SleepFor(absl::Milliseconds(250));
     v1::GetLoadRequest g;
     g.set_job_id(s.job_id());
     LARDER_RETURN_IF_ERROR(
         Rpc(stub->Call(&v1::Master::Stub::GetLoad, g, &s, absl::Seconds(10))));
   }
-  PrintProgress(s, true);
-  std::printf("loaded %s: %llu files, %s in %.1f s, %llu blocks failed\n",
-              s.path().c_str(), static_cast<unsigned long long>(s.files_done()),
-              FormatBytes(s.bytes_done()).c_str(),
-              (s.finished_unix_ms() - s.started_unix_ms()) / 1000.0,
-              static_cast<unsigned long long>(s.blocks_failed()));
+  progress.Update(s, true);
+  if (json) {
+    PrintLoadJson(s);
+  } else {
+    std::printf(
+        "loaded %s: %llu files, %s in %.1f s, %llu blocks failed%s\n",
+        s.path().c_str(), static_cast<unsigned long long>(s.files_done()),
+        FormatBytes(s.bytes_done()).c_str(),
+        (s.finished_unix_ms() - s.started_unix_ms()) / 1000.0,
+        static_cast<unsigned long long>(s.blocks_failed()),
+        s.batch_retries() > 0
+            ? absl::StrCat(" (", s.batch_retries(),
+                           " batches retried after a slow or unreachable "
+                           "worker)")
+                  .c_str()
+            : "");
+  }
   if (s.state() == v1::LoadStatus::FAILED) {
     return absl::UnavailableError(absl::StrCat(
         "load incomplete (run it again to resume): ", s.last_error()));
@@ -546,6 +760,55 @@ absl::Status RunInvalidate(const std::vector<std::string>& args) {
 
 // --- stats / ring -----------------------------------------------------------
 
+// {"ring_version", "workers": [{"id", "address", "node", "alive", "error",
+//  "misses", "under_store_bytes", "served_grpc_bytes",
+//  "served_short_circuit_bytes", "checksum_failures", "tiers": [{"name",
+//  "capacity_bytes", "used_bytes", "blocks", "hits", "evictions",
+//  "degraded"}]}], "cluster": {"hits", "misses", "hit_ratio"}}
+absl::Status PrintStatsJson(const v1::ClusterStatsResponse& r) {
+  Json doc;
+  doc["ring_version"] = r.ring_version();
+  doc["workers"] = Json::array();
+  uint64_t hits = 0, misses = 0;
+  for (const auto& w : r.workers()) {
+    const auto& s = w.stats();
+    Json j;
+    j["id"] = w.info().id();
+    j["address"] = w.info().address();
+    j["node"] = w.info().node();
+    j["alive"] = w.alive();
+    j["error"] = w.error();
+    j["misses"] = s.misses();
+    j["under_store_bytes"] = s.under_store_bytes();
+    j["served_grpc_bytes"] = s.bytes_served_grpc();
+    j["served_short_circuit_bytes"] = s.bytes_served_short_circuit();
+    j["checksum_failures"] = s.checksum_failures();
+    j["tiers"] = Json::array();
+    for (const auto& t : s.tiers()) {
+      Json tier;
+      tier["name"] = t.name();
+      tier["capacity_bytes"] = t.capacity_bytes();
+      tier["used_bytes"] = t.used_bytes();
+      tier["blocks"] = t.blocks();
+      tier["hits"] = t.hits();
+      tier["evictions"] = t.evictions();
+      tier["degraded"] = t.degraded();
+      j["tiers"].push_back(std::move(tier));
+      hits += t.hits();
+    }
+    misses += s.misses();
+    doc["workers"].push_back(std::move(j));
+  }
+  doc["cluster"] = {
+      {"hits", hits},
+      {"misses", misses},
+      {"hit_ratio", hits + misses ? static_cast<double>(hits) /
+                                        static_cast<double>(hits + misses)
+                                  : 0.0}};
+  PrintJson(doc);
+  return absl::OkStatus();
+}
+
 absl::Status RunStats(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(WantArgs(args, 0, "larder stats"));
   v1::ClusterStatsResponse r;
@@ -553,6 +816,8 @@ absl::Status RunStats(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(
       Rpc(stub->Call(&v1::Master::Stub::GetClusterStats,
                      v1::ClusterStatsRequest(), &r, absl::Seconds(30))));
+  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
+  if (json) return PrintStatsJson(r);
   std::printf("ring version %llu\n",
               static_cast<unsigned long long>(r.ring_version()));
   std::printf("%-24s %-6s %10s %10s %9s %12s %12s %12s %10s\n", "WORKER",
@@ -604,6 +869,26 @@ absl::Status RunRing(const std::vector<std::string>& args) {
                                    std::max<uint64_t>(1, w.capacity_bytes()))});
   HashRing built(members, static_cast<int>(ring.vnodes()));
   std::vector<double> shares = built.Shares();
+  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
+  if (json) {
+    // {"version", "vnodes", "workers": [{"id", "address", "node",
+    //  "capacity_bytes", "vnodes", "share"}]} (share: 0 to 1).
+    Json doc;
+    doc["version"] = ring.version();
+    doc["vnodes"] = ring.vnodes();
+    doc["workers"] = Json::array();
+    for (int i = 0; i < ring.workers_size(); ++i) {
+      const auto& w = ring.workers(i);
+      doc["workers"].push_back({{"id", w.id()},
+                                {"address", w.address()},
+                                {"node", w.node()},
+                                {"capacity_bytes", w.capacity_bytes()},
+                                {"vnodes", built.Vnodes(i)},
+                                {"share", shares[i]}});
+    }
+    PrintJson(doc);
+    return absl::OkStatus();
+  }
   std::printf("ring version %llu, %d workers\n",
               static_cast<unsigned long long>(ring.version()),
               ring.workers_size());
@@ -626,41 +911,64 @@ const Command kMasterCommand = {
     "[--state_dir=/var/lib/larder/master]\n"
     "  HA: larder master --etcd=HOST:2379,... [--advertise=HOST:7060] "
     "[--leader_lease=3s]\n"
-    "              [--master_metrics_listen=127.0.0.1:7061] "
-    "[--heartbeat_timeout=10s]\n"
-    "              [--allowed_file_roots=DIR,...]   (file:// mounts: only "
-    "under these; none by default)\n",
-    &RunMaster};
+    "file:// mounts are served only under --allowed_file_roots (none by "
+    "default).\n",
+    &RunMaster,
+    FlagList(
+        {kLogFlags,
+         kHttpFlags,
+         kServerFlags,
+         {"log_file", "master_listen", "master_metrics_listen", "state_dir",
+          "etcd", "etcd_prefix", "etcd_ca_file", "etcd_cert_file",
+          "etcd_key_file", "leader_lease", "advertise", "heartbeat_timeout",
+          "heartbeat_interval", "allowed_file_roots"}})};
 const Command kMountCommand = {
     "mount", "add a mount (or list them without arguments)",
     "larder mount [PATH URI] [--mount_block_size=4MiB] [--metadata_ttl=60s]\n"
-    "             [--credentials=profile:NAME] [--master=HOST:PORT]\n"
     "  e.g. larder mount /datasets/imagenet "
-    "'s3://bucket/imagenet?region=us-east-1'\n",
-    &RunMount};
-const Command kUnmountCommand = {"unmount", "remove a mount",
-                                 "larder unmount PATH\n", &RunUnmount};
-const Command kLsCommand = {"ls", "list a cluster directory",
-                            "larder ls [PATH] [--recursive]\n", &RunLs};
-const Command kStatCommand = {"stat",
-                              "size, version and blocks of a cluster path",
-                              "larder stat PATH\n", &RunStat};
+    "'s3://bucket/imagenet?region=us-east-1'\n"
+    "The same mount again succeeds (nothing changes); PATH mounted from "
+    "another URI or\nwith other options is refused (exit 2): unmount it "
+    "first.\n",
+    &RunMount,
+    FlagList({kLogFlags,
+              kClientFlags,
+              {"output", "mount_block_size", "metadata_ttl", "read_only",
+               "credentials", "owner_uid", "owner_gid", "file_mode"}})};
+const Command kUnmountCommand = {
+    "unmount", "remove a mount", "larder unmount PATH\n", &RunUnmount,
+    FlagList({kLogFlags, kClientFlags, {"output"}})};
+const Command kLsCommand = {
+    "ls", "list a cluster directory", "larder ls [PATH] [--recursive]\n",
+    &RunLs, FlagList({kLogFlags, kClientFlags, {"output", "recursive"}})};
+const Command kStatCommand = {
+    "stat", "size, version and blocks of a cluster path", "larder stat PATH\n",
+    &RunStat, FlagList({kLogFlags, kClientFlags, {"output"}})};
 const Command kCatCommand = {"cat", "read a file through the cache to stdout",
-                             "larder cat PATH\n", &RunCat};
+                             "larder cat PATH\n", &RunCat,
+                             FlagList({kLogFlags, kClientFlags})};
 const Command kCpCommand = {
     "cp", "copy a cluster path to a local directory through the cache",
-    "larder cp PATH DEST_DIR [--parallel=8]\n", &RunCp};
-const Command kLoadCommand = {"load",
-                              "warm a path across the cluster, with progress",
-                              "larder load PATH [--wait=true]\n", &RunLoad};
+    "larder cp PATH DEST_DIR [--parallel=8]\n", &RunCp,
+    FlagList({kLogFlags, kClientFlags, {"parallel"}})};
+const Command kLoadCommand = {
+    "load", "warm a path across the cluster, with progress",
+    "larder load PATH [--wait=true]\n"
+    "Progress goes to stderr: a bar on a terminal, else a line every "
+    "--progress_interval.\nRun it again to resume an incomplete load: "
+    "blocks already cached are skipped.\n",
+    &RunLoad,
+    FlagList(
+        {kLogFlags, kClientFlags, {"output", "wait", "progress_interval"}})};
 const Command kInvalidateCommand = {"invalidate",
                                     "drop cached metadata under a path",
-                                    "larder invalidate PATH\n", &RunInvalidate};
-const Command kStatsCommand = {"stats",
-                               "cluster hits, misses and bytes per worker",
-                               "larder stats\n", &RunStats};
-const Command kRingCommand = {"ring",
-                              "workers, virtual nodes and ownership share",
-                              "larder ring\n", &RunRing};
+                                    "larder invalidate PATH\n", &RunInvalidate,
+                                    FlagList({kLogFlags, kClientFlags})};
+const Command kStatsCommand = {
+    "stats", "cluster hits, misses and bytes per worker", "larder stats\n",
+    &RunStats, FlagList({kLogFlags, kClientFlags, {"output"}})};
+const Command kRingCommand = {
+    "ring", "workers, virtual nodes and ownership share", "larder ring\n",
+    &RunRing, FlagList({kLogFlags, kClientFlags, {"output"}})};
 
 }  // namespace larder::cli

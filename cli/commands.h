@@ -6,27 +6,57 @@
 //
 // Subcommands of the `larder` binary. Each takes its positional arguments
 // (flags are already parsed) and returns a status; main() turns that into one
-// message on stderr and an exit code (cli/exit_codes.h).
+// message on stderr and an exit code (ExitCodeFor).
 #ifndef LARDER_CLI_COMMANDS_H_
 #define LARDER_CLI_COMMANDS_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace larder::cli {
 
 struct Command {
   absl::string_view name;
   absl::string_view summary;
-  absl::string_view
-      usage;  // Full help text: synopsis, arguments, relevant flags.
+  absl::string_view usage;  // Synopsis, arguments and what it does.
   absl::Status (*run)(const std::vector<std::string>& args);
+  // Every flag the command takes (names without dashes), listed by --help;
+  // any other flag is a usage error.
+  std::vector<absl::string_view> flags;
 };
+
+// Flag groups shared by several commands (concatenated with FlagList).
+inline constexpr absl::string_view kLogFlags[] = {"log_level"};
+inline constexpr absl::string_view kHttpFlags[] = {
+    "http_max_connections", "http_connect_timeout", "http_request_timeout",
+    "http_low_speed_limit", "http_low_speed_time",  "http_ca_bundle",
+    "http_verify_tls",      "retry_max_attempts",   "retry_initial_backoff",
+    "retry_max_backoff"};
+// A caller of the master (and, for reads, of workers).
+inline constexpr absl::string_view kClientFlags[] = {
+    "master",       "tls_ca_file",     "tls_cert_file",
+    "tls_key_file", "tls_server_name", "token_file"};
+// A daemon serving gRPC (which also calls the master or the workers).
+inline constexpr absl::string_view kServerFlags[] = {
+    "tls_cert_file",           "tls_key_file",         "tls_ca_file",
+    "tls_require_client_cert", "tls_admin_identities", "auth_tokens_file",
+    "allow_insecure_network",  "token_file",           "tls_server_name"};
+
+// The concatenation of flag groups and names, duplicates dropped.
+std::vector<absl::string_view> FlagList(
+    std::initializer_list<absl::Span<const absl::string_view>> groups);
+
+// Every command of the binary, in the order `larder --help` lists them.
+absl::Span<const Command* const> AllCommands();
+// The command named `name`, or null.
+const Command* FindCommand(absl::string_view name);
 
 // `larder store ls|stat|cat|copy ...`: direct access to an under-store.
 absl::Status RunStore(const std::vector<std::string>& args);
@@ -39,6 +69,11 @@ extern const Command kFuseCommand;
 extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
     kStatCommand, kCatCommand, kCpCommand, kLoadCommand, kInvalidateCommand,
     kStatsCommand, kRingCommand;
+// `larder version`, `larder completion bash` (meta_commands.cc).
+extern const Command kVersionCommand, kCompletionCommand;
+
+// --output: "table" (default) or "json". Error: InvalidArgument.
+absl::StatusOr<bool> JsonOutput();
 
 // The master address: --master, else $LARDER_MASTER, else "" (standalone).
 std::string MasterAddress();
@@ -48,7 +83,9 @@ std::string MasterAddress();
 absl::StatusOr<uint32_t> ParseAccountId(absl::string_view flag,
                                         const std::string& name, bool group);
 
-// Exit code for a status: 0 OK, 2 usage (InvalidArgument), 3 NotFound,
+// Exit code for a status: 0 OK, 2 usage (InvalidArgument; AlreadyExists: a
+// request that conflicts with the cluster, e.g. a path mounted from another
+// URI), 3 NotFound,
 // 4 PermissionDenied/Unauthenticated, 5 Unavailable/DeadlineExceeded,
 // 6 FailedPrecondition (changed data), 1 anything else.
 int ExitCodeFor(const absl::Status& status);

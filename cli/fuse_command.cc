@@ -77,14 +77,7 @@ namespace {
 constexpr absl::string_view kUsage =
     R"(larder fuse: mount the cluster namespace read-only with FUSE.
 
-  larder fuse MOUNTPOINT [--master=HOST:PORT] [--daemon]
-              [--attr_timeout=10s] [--entry_timeout=10s] [--negative_timeout=1s]
-              [--keep_cache=true] [--max_read=4MiB] [--kernel_read_ahead=8MiB]
-              [--direct_io_min_size=64MiB] [--passthrough=true]
-              [--fuse_threads=32] [--allow_other=true] [--auto_unmount=true]
-              [--fuse_metrics_listen=127.0.0.1:7072] [--readahead_blocks=8] [--node=NAME]
-              [--metadata_cache_entries=1000000] [--metadata_cache_bytes=256MiB]
-              [--metadata_stale_window=1h]
+  larder fuse MOUNTPOINT [--master=HOST:PORT] [--daemon [--log_file=FILE]] [--flags below]
 
 Every mount of the master's mount table appears under MOUNTPOINT as a directory tree
 (/datasets/imagenet -> MOUNTPOINT/datasets/imagenet). Reads go through the cache: blocks
@@ -96,8 +89,10 @@ node's metadata cache for each mount's metadata TTL, so a warm open asks the mas
 nothing; past the TTL, while the master or the under-store is unreachable, they are
 served for --metadata_stale_window. Writes fail with EROFS. SIGTERM/SIGINT
 unmount after in-flight reads finish; if the daemon dies, fusermount3 unmounts
-(--auto_unmount). Exit codes: 3 the mount point does not exist, 6 it is busy (already
-mounted, or a dead mount), 5 the master is unreachable.
+(--auto_unmount). --daemon returns once the mount is ready (exit 0) or has failed (its
+exit code); the daemon's stdin and stdout are /dev/null, its log goes to
+--log_file (else /dev/null). Exit codes: 3 the mount point does not exist,
+6 it is busy (already mounted, or a dead mount), 5 the master is unreachable.
 )";
 
 absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
@@ -207,21 +202,29 @@ absl::Status RunDaemon(const FuseOptions& options) {
                         msg.substr(msg.find(' ') + 1));
   }
   ::close(pipefd[0]);
+  const int report = pipefd[1];
+  auto tell_parent = [report](const absl::Status& s, int port) {
+    const std::string msg =
+        s.ok() ? absl::StrCat("0 ", port)
+               : absl::StrCat(static_cast<int>(s.code()), " ", s.message());
+    (void)!::write(report, msg.data(), msg.size());
+    ::close(report);
+  };
+  // Detach the way daemons do: a session of its own, and none of the
+  // caller's stdio kept open (`out=$(larder fuse ... --daemon)` or a pipe
+  // into `tee` would otherwise wait for the daemon to exit).
   ::setsid();
   if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
     ::dup2(null, STDIN_FILENO);
     ::dup2(null, STDOUT_FILENO);
     ::close(null);
   }
-  const int report = pipefd[1];
-  absl::Status st =
-      MountAndServe(options, [&](const absl::Status& s, int port) {
-        const std::string msg =
-            s.ok() ? absl::StrCat("0 ", port)
-                   : absl::StrCat(static_cast<int>(s.code()), " ", s.message());
-        (void)!::write(report, msg.data(), msg.size());
-        ::close(report);
-      });
+  if (absl::Status st = RedirectStderrToLogFile(/*or_dev_null=*/true);
+      !st.ok()) {
+    tell_parent(st, 0);
+    std::_Exit(1);
+  }
+  absl::Status st = MountAndServe(options, tell_parent);
   std::_Exit(st.ok() ? 0 : 1);
 }
 
@@ -231,6 +234,7 @@ absl::Status RunFuse(const std::vector<std::string>& args) {
         "usage: larder fuse MOUNTPOINT [--flags] (larder fuse --help)");
   LARDER_ASSIGN_OR_RETURN(FuseOptions options, OptionsFromFlags(args[0]));
   if (absl::GetFlag(FLAGS_daemon)) return RunDaemon(options);
+  LARDER_RETURN_IF_ERROR(RedirectStderrToLogFile(/*or_dev_null=*/false));
   return MountAndServe(options, [&](const absl::Status& s, int port) {
     if (s.ok()) PrintReady(options, port);
   });
@@ -238,8 +242,29 @@ absl::Status RunFuse(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command kFuseCommand = {"fuse",
-                              "mount the cluster namespace read-only with FUSE",
-                              kUsage, &RunFuse};
+const Command kFuseCommand = {
+    "fuse", "mount the cluster namespace read-only with FUSE", kUsage, &RunFuse,
+    FlagList({kLogFlags,
+              kClientFlags,
+              {"log_file",
+               "daemon",
+               "node",
+               "attr_timeout",
+               "entry_timeout",
+               "negative_timeout",
+               "keep_cache",
+               "max_read",
+               "kernel_read_ahead",
+               "direct_io_min_size",
+               "passthrough",
+               "fuse_threads",
+               "allow_other",
+               "auto_unmount",
+               "fuse_metrics_listen",
+               "readahead_blocks",
+               "list_page_size",
+               "metadata_cache_entries",
+               "metadata_cache_bytes",
+               "metadata_stale_window"}})};
 
 }  // namespace larder::cli

@@ -244,6 +244,7 @@ absl::Status RunStore(const std::vector<std::string>& args) {
 
 const Command kStoreCommand = {
     "store", "read an under-store directly (ls, stat, cat, copy)", kUsage,
-    &RunStore};
+    &RunStore,
+    FlagList({kLogFlags, kHttpFlags, {"recursive", "parallel", "chunk_size"}})};
 
 }  // namespace larder::cli

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
@@ -33,6 +34,10 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:7071",
           "worker: address of /metrics and /healthz (empty = disabled).");
 ABSL_FLAG(std::string, ram_capacity, "1GiB",
           "worker: RAM tier capacity (e.g. 8GiB).");
+ABSL_FLAG(std::string, ram_max_blocks, "auto",
+          "worker: most blocks in the RAM tier; each holds a file descriptor. "
+          "auto: the fd limit (raised to fs.nr_open where allowed) less a "
+          "reserve for connections and files.");
 ABSL_FLAG(std::string, ram_eviction, "lru",
           "worker: RAM tier eviction policy: lru or none.");
 ABSL_FLAG(
@@ -83,17 +88,14 @@ namespace {
 
 constexpr absl::string_view kUsage = R"(larder worker: run a cache worker.
 
-  larder worker [--master=HOST:PORT] [--mount=NAME=URI[,NAME=URI...]] [--listen=127.0.0.1:7070]
-                [--short_circuit_socket=/run/larder/worker.sock] [--metrics_listen=127.0.0.1:7071]
-                [--ram_capacity=1GiB] [--ram_eviction=lru|none] [--collapse_huge_pages=true]
-                [--object_file_max_size=auto]
-                [--nvme=DIR:SIZE[,DIR:SIZE...]] [--nvme_reserve=1GiB] [--nvme_eviction=lru|none]
-                [--pin=PREFIX,...] [--ttl=PREFIX=DURATION,...] [--block_size=4MiB]
-                [--fetch_subrange=4MiB] [--fetch_threads=16] [--allowed_file_roots=DIR,...]
+  larder worker [--master=HOST:PORT] [--mount=NAME=URI,...] [--listen=127.0.0.1:7070]
+                [--short_circuit_socket=/run/larder/worker.sock] [--ram_capacity=1GiB]
+                [--nvme=DIR:SIZE,...] [--flags below]
 
 Serves cached blocks over gRPC (WorkerData) and, with --short_circuit_socket, to local
 clients by file descriptor. With --master (or LARDER_MASTER), it joins the cluster: registers,
-heartbeats, reports its blocks and takes its mount table from the master. Under-store credentials come from the environment
+heartbeats, reports its blocks and takes its mount table from the master; without, it runs
+standalone and serves only its --mount mounts. Under-store credentials come from the environment
 (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials). SIGTERM or SIGINT stops it
 gracefully: in-flight reads finish and the NVMe index stays consistent.
 )";
@@ -124,6 +126,15 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   o.ops_listen = absl::GetFlag(FLAGS_metrics_listen);
   LARDER_ASSIGN_OR_RETURN(o.store.ram_capacity_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_ram_capacity)));
+  if (const std::string max = absl::GetFlag(FLAGS_ram_max_blocks);
+      max != "auto") {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(max, &n) || n == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ram_max_blocks: '", max, "' is not a positive count or auto"));
+    }
+    o.store.ram_max_blocks = static_cast<size_t>(n);
+  }
   LARDER_ASSIGN_OR_RETURN(
       o.store.ram_policy,
       ParseEvictionPolicy(absl::GetFlag(FLAGS_ram_eviction)));
@@ -170,7 +181,51 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   return o;
 }
 
+// What the worker serves, after its first line (which tests and scripts
+// wait for).
+void PrintStartup(const WorkerOptions& o, Worker& worker) {
+  const std::string host = o.listen.substr(0, o.listen.rfind(':'));
+  std::printf(
+      "  serving      gRPC %s:%d (%s%s)%s%s\n", host.c_str(),
+      worker.grpc_port(),
+      o.security.tls_cert_file.empty() ? "plaintext" : "TLS",
+      o.security.auth_tokens_file.empty() ? "" : ", bearer tokens",
+      o.short_circuit_socket.empty()
+          ? ", no short-circuit socket"
+          : absl::StrCat(", short-circuit ", o.short_circuit_socket).c_str(),
+      o.ops_listen.empty()
+          ? ", no metrics"
+          : absl::StrCat(", /metrics on port ", worker.ops_port()).c_str());
+  const BlockStore::Stats stats = worker.store().GetStats();
+  std::printf(
+      "  RAM tier     %s, %s eviction, at most %llu blocks (one file "
+      "descriptor each)\n",
+      FormatBytes(o.store.ram_capacity_bytes).c_str(),
+      o.store.ram_policy == EvictionPolicy::kLru ? "LRU" : "no",
+      static_cast<unsigned long long>(stats.ram_max_blocks));
+  if (o.store.nvme) {
+    for (const auto& d : o.store.nvme->dirs)
+      std::printf("  NVMe tier    %s, %s\n", d.path.c_str(),
+                  FormatBytes(d.capacity_bytes).c_str());
+  } else {
+    std::printf("  NVMe tier    none (--nvme=DIR:SIZE)\n");
+  }
+  if (o.master.empty()) {
+    std::printf(
+        "  cluster      standalone: no --master or LARDER_MASTER, so it joins "
+        "no cluster and serves only its --mount mounts\n");
+  } else {
+    std::printf("  cluster      master %s (mount table from the master)\n",
+                o.master.c_str());
+  }
+  const std::vector<Mount> mounts = worker.mounts().List();
+  std::printf("  mounts       %zu now\n", mounts.size());
+  for (const Mount& m : mounts)
+    std::printf("               %s -> %s\n", m.name.c_str(), m.uri.c_str());
+}
+
 absl::Status RunWorker(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(RedirectStderrToLogFile(/*or_dev_null=*/false));
   if (!args.empty())
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args[0], "'"));
@@ -192,10 +247,12 @@ absl::Status RunWorker(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  const WorkerOptions shown = options;
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
                           Worker::Start(std::move(options), std::move(mounts)));
   std::printf("larder worker: gRPC port %d, metrics port %d\n",
               worker->grpc_port(), worker->ops_port());
+  PrintStartup(shown, *worker);
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
@@ -206,8 +263,36 @@ absl::Status RunWorker(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command kWorkerCommand = {"worker",
-                                "run a cache worker (RAM + NVMe block cache)",
-                                kUsage, &RunWorker};
+const Command kWorkerCommand = {
+    "worker", "run a cache worker (RAM + NVMe block cache)", kUsage, &RunWorker,
+    FlagList({kLogFlags,
+              kHttpFlags,
+              kServerFlags,
+              {"log_file",
+               "master",
+               "mount",
+               "block_size",
+               "listen",
+               "advertise",
+               "worker_id",
+               "node",
+               "short_circuit_socket",
+               "short_circuit_allowed_uids",
+               "short_circuit_allowed_gids",
+               "metrics_listen",
+               "ram_capacity",
+               "ram_max_blocks",
+               "ram_eviction",
+               "collapse_huge_pages",
+               "object_file_max_size",
+               "nvme",
+               "nvme_reserve",
+               "nvme_eviction",
+               "nvme_sync",
+               "pin",
+               "ttl",
+               "fetch_subrange",
+               "fetch_threads",
+               "allowed_file_roots"}})};
 
 }  // namespace larder::cli

@@ -8,6 +8,7 @@ find_package(CURL REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(prometheus-cpp REQUIRED CONFIG)
 find_package(LibXml2 REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED CONFIG)  # `larder --output=json`
 pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 

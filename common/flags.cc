@@ -1,10 +1,16 @@
 // Copyright 2026 The Larder Authors.
 #include "common/flags.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -14,6 +20,9 @@ const larder::HttpOptions kHttpDefaults;
 
 ABSL_FLAG(std::string, log_level, "info",
           "Minimum log level: debug, info, warning or error.");
+ABSL_FLAG(std::string, log_file, "",
+          "Daemons: append the log to this file instead of stderr (with "
+          "fuse --daemon: else the log is dropped).");
 ABSL_FLAG(int, http_max_connections, kHttpDefaults.max_connections,
           "HTTP connections kept open for reuse, per under-store.");
 ABSL_FLAG(absl::Duration, http_connect_timeout, kHttpDefaults.connect_timeout,
@@ -94,6 +103,28 @@ HttpOptions HttpOptionsFromFlags() {
   o.retry.initial_backoff = absl::GetFlag(FLAGS_retry_initial_backoff);
   o.retry.max_backoff = absl::GetFlag(FLAGS_retry_max_backoff);
   return o;
+}
+
+absl::Status RedirectStderrToLogFile(bool or_dev_null) {
+  std::string path = absl::GetFlag(FLAGS_log_file);
+  if (path.empty()) {
+    if (!or_dev_null) return absl::OkStatus();
+    path = "/dev/null";
+  }
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--log_file: cannot open '", path, "': ", std::strerror(errno)));
+  }
+  const bool ok = ::dup2(fd, STDERR_FILENO) >= 0;
+  const int saved = errno;
+  ::close(fd);
+  if (!ok) {
+    return absl::InternalError(
+        absl::StrCat("--log_file: dup2: ", std::strerror(saved)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ApplyLogFlags() {

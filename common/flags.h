@@ -9,6 +9,7 @@
 // these; libraries receive the structs.
 //
 //   --log_level=info                 debug | info | warning | error
+//   --log_file=                      daemons: append the log here
 //   --http_max_connections=64        connections kept per backend
 //   --http_connect_timeout=5s
 //   --http_request_timeout=10m       0 = none
@@ -42,6 +43,11 @@ SecurityOptions SecurityOptionsFromFlags();
 
 // Applies --log_level. Returns InvalidArgument for an unknown level.
 absl::Status ApplyLogFlags();
+
+// Daemons: points stderr (the log) at --log_file, opened for appending; with
+// no --log_file, at /dev/null if `or_dev_null` (a detached daemon), else
+// leaves it. Errors: InvalidArgument (the file cannot be opened).
+absl::Status RedirectStderrToLogFile(bool or_dev_null);
 
 }  // namespace larder
 

@@ -599,6 +599,60 @@ TEST_F(FuseTest, KilledDaemonLeavesNoHungMountAndMountsAgain) {
   EXPECT_THAT(log.value_or(""), HasSubstr("fuse.unmounted"));
 }
 
+// --daemon detaches as daemons do: `$(...)` and pipes return as soon as the
+// mount is ready (the daemon keeps none of the caller's stdio), the exit
+// code says whether it mounted, and the log goes to --log_file.
+TEST_F(FuseTest, DaemonReturnsOnceMountedAndKeepsNoStdio) {
+  testing::TempDir dir;
+  const std::string mp = dir.path() + "/mnt";
+  ASSERT_EQ(::mkdir(mp.c_str(), 0755), 0);
+  const std::string log = dir.path() + "/fuse.log";
+  // The command substitution and the pipe would wait for the daemon to exit
+  // if it held their write ends: `timeout` turns that into exit 124.
+  Shell r = Sh(absl::StrCat(
+      "out=$(timeout 30 ", LARDER_CLI_BINARY, " fuse ", mp,
+      " --daemon --fuse_metrics_listen= --log_file=", log,
+      " --master=", master_->address(), " 2>&1); rc=$?; echo \"rc=$rc $out\""));
+  EXPECT_THAT(r.out, HasSubstr("rc=0 larder fuse: mounted ")) << r.out;
+  ASSERT_TRUE(testing::IsMounted(mp)) << r.out;
+  EXPECT_EQ(ReadAll(mp + "/datasets/ds/one.txt").value_or("<error>"),
+            files_["one.txt"]);
+  auto text = testing::ReadFile(log);
+  EXPECT_THAT(text.value_or(""), HasSubstr("fuse.mounted")) << log;
+  // The daemon's own stdio: /dev/null and the log file, nothing else.
+  const std::string pid = Sh(absl::StrCat("pgrep -f 'fuse ", mp, " '")).out;
+  ASSERT_FALSE(pid.empty());
+  for (int fd = 0; fd <= 2; ++fd) {
+    char target[4096] = {0};
+    const std::string link = absl::StrCat("/proc/", std::stoi(pid), "/fd/", fd);
+    ASSERT_GT(::readlink(link.c_str(), target, sizeof(target) - 1), 0) << link;
+    EXPECT_THAT(std::string(target),
+                ::testing::AnyOf(std::string("/dev/null"), log))
+        << link;
+  }
+  // A second daemon on the busy mount point fails with its exit code, even
+  // through a pipe.
+  r = Sh(absl::StrCat("timeout 30 ", LARDER_CLI_BINARY, " fuse ", mp,
+                      " --daemon --fuse_metrics_listen= --master=",
+                      master_->address(), " 2>&1 | cat"));
+  EXPECT_THAT(r.out, HasSubstr("busy")) << r.out;
+  r = Sh(absl::StrCat(
+      LARDER_CLI_BINARY, " fuse ", mp,
+      " --daemon --fuse_metrics_listen= --master=", master_->address()));
+  EXPECT_EQ(r.code, 6) << r.out;
+  // A log file that cannot be opened is a usage error, said by the caller.
+  r = Sh(absl::StrCat(LARDER_CLI_BINARY, " fuse ", dir.path(),
+                      " --daemon --log_file=/nonexistent/dir/x.log --master=",
+                      master_->address()));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--log_file: cannot open"));
+  // SIGTERM stops the detached daemon as it would one in the foreground.
+  ASSERT_EQ(::kill(std::stoi(pid), SIGTERM), 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return !testing::IsMounted(mp); },
+                               absl::Seconds(10)));
+  if (testing::IsMounted(mp)) testing::ForceUnmount(mp);
+}
+
 TEST_F(FuseTest, ReadsGoOnWhenAWorkerIsKilled) {
   auto fuse = Mount();
   ASSERT_NE(fuse, nullptr);

@@ -25,10 +25,12 @@ void AddSuiteSecurity(std::vector<std::string>& argv) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
-    std::vector<std::string> flags, std::vector<std::string> env) {
+    std::vector<std::string> flags, std::vector<std::string> env,
+    std::vector<std::string> wrapper) {
   std::unique_ptr<WorkerProcess> w(new WorkerProcess);
   w->flags_ = std::move(flags);
   w->env_ = std::move(env);
+  w->wrapper_ = std::move(wrapper);
   w->socket_ = w->dir_.path() + "/worker.sock";
   w->log_ = w->dir_.path() + "/worker.log";
   w->port_ = PickFreePort();
@@ -92,6 +94,7 @@ absl::Status WorkerProcess::LaunchOnce() {
       absl::StrCat("--short_circuit_socket=", socket_)};
   AddSuiteSecurity(argv);
   argv.insert(argv.end(), flags_.begin(), flags_.end());
+  argv.insert(argv.begin(), wrapper_.begin(), wrapper_.end());
   absl::Status st = process_.Start(argv, log_, env_);
   if (!st.ok()) return st;
   const int port = port_, mport = metrics_port_;

@@ -23,8 +23,10 @@ class WorkerProcess {
  public:
   // Starts `larder worker` with `flags` (plus --listen, --metrics_listen and
   // --short_circuit_socket chosen here) and waits until it serves.
+  // `wrapper` runs the worker, e.g. {"prlimit", "--nofile=1000:1000"}.
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(
-      std::vector<std::string> flags, std::vector<std::string> env = {});
+      std::vector<std::string> flags, std::vector<std::string> env = {},
+      std::vector<std::string> wrapper = {});
   ~WorkerProcess();
 
   void Kill(int signal = 9) { process_.Stop(signal); }
@@ -48,6 +50,7 @@ class WorkerProcess {
   TempDir dir_;
   std::vector<std::string> flags_;
   std::vector<std::string> env_;
+  std::vector<std::string> wrapper_;
   std::string socket_;
   std::string log_;
   int port_ = 0;
