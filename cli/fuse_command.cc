@@ -214,6 +214,11 @@ absl::Status RunDaemon(const FuseOptions& options) {
   // caller's stdio kept open (`out=$(larder fuse ... --daemon)` or a pipe
   // into `tee` would otherwise wait for the daemon to exit).
   ::setsid();
+  // Every other descriptor the caller gave us (a copy of its stderr kept
+  // by main() for the final error, whatever its shell or test runner left
+  // open) is closed: a daemon holding one keeps the caller's pipe open.
+  if (report > 3) ::close_range(3, static_cast<unsigned>(report - 1), 0);
+  ::close_range(static_cast<unsigned>(report + 1), ~0u, 0);
   if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
     ::dup2(null, STDIN_FILENO);
     ::dup2(null, STDOUT_FILENO);

@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -607,12 +608,18 @@ TEST_F(FuseTest, DaemonReturnsOnceMountedAndKeepsNoStdio) {
   const std::string mp = dir.path() + "/mnt";
   ASSERT_EQ(::mkdir(mp.c_str(), 0755), 0);
   const std::string log = dir.path() + "/fuse.log";
-  // The command substitution and the pipe would wait for the daemon to exit
-  // if it held their write ends: `timeout` turns that into exit 124.
+  // Whatever fails below, no daemon or mount is left behind.
+  absl::Cleanup unmount = [&] {
+    Sh(absl::StrCat("pkill -f 'fuse ", mp, " '"));
+    if (testing::IsMounted(mp)) testing::ForceUnmount(mp);
+  };
+  // The command substitution would wait for the daemon to exit if it held
+  // a write end of its pipe: as stdout or stderr, or as any other inherited
+  // descriptor (9 here). The outer `timeout` turns a hang into a failure.
   Shell r = Sh(absl::StrCat(
-      "out=$(timeout 30 ", LARDER_CLI_BINARY, " fuse ", mp,
+      "timeout 40 sh -c 'out=$(", LARDER_CLI_BINARY, " fuse ", mp,
       " --daemon --fuse_metrics_listen= --log_file=", log,
-      " --master=", master_->address(), " 2>&1); rc=$?; echo \"rc=$rc $out\""));
+      " --master=", master_->address(), " 2>&1 9>&1); echo \"rc=$? $out\"'"));
   EXPECT_THAT(r.out, HasSubstr("rc=0 larder fuse: mounted ")) << r.out;
   ASSERT_TRUE(testing::IsMounted(mp)) << r.out;
   EXPECT_EQ(ReadAll(mp + "/datasets/ds/one.txt").value_or("<error>"),
@@ -650,7 +657,6 @@ TEST_F(FuseTest, DaemonReturnsOnceMountedAndKeepsNoStdio) {
   ASSERT_EQ(::kill(std::stoi(pid), SIGTERM), 0);
   EXPECT_TRUE(testing::WaitFor([&] { return !testing::IsMounted(mp); },
                                absl::Seconds(10)));
-  if (testing::IsMounted(mp)) testing::ForceUnmount(mp);
 }
 
 TEST_F(FuseTest, ReadsGoOnWhenAWorkerIsKilled) {
