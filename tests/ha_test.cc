@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/master_connection.h"
@@ -193,6 +194,24 @@ class HaTest : public ::testing::Test {
     return leader;
   }
 
+  // The warnings and errors the FUSE daemons logged (the first 30): what a
+  // failed read met.
+  std::string FuseProblems() {
+    std::string out;
+    int n = 0;
+    for (const auto& f : fuses_) {
+      auto log = testing::ReadFile(f->log_path());
+      if (!log.ok()) continue;
+      for (absl::string_view line : absl::StrSplit(*log, '\n')) {
+        if ((absl::StrContains(line, " WARN ") ||
+             absl::StrContains(line, " ERROR ")) &&
+            n++ < 30)
+          absl::StrAppend(&out, "\n", line);
+      }
+    }
+    return out.empty() ? "" : absl::StrCat("\nFUSE daemons logged:", out);
+  }
+
   std::unique_ptr<Readers> StartReaders() {
     return std::make_unique<Readers>(mountpoints_, small_);
   }
@@ -300,7 +319,7 @@ TEST_F(HaTest, KilledLeaderCostsNoReadAndANewOneServesWithinFiveSeconds) {
   absl::SleepFor(absl::Seconds(1));  // Reads under the new leader too.
   readers->Stop();
   EXPECT_GT(readers->reads(), 200);
-  EXPECT_EQ(readers->failed(), 0) << readers->first_error();
+  EXPECT_EQ(readers->failed(), 0) << readers->first_error() << FuseProblems();
   EXPECT_EQ(readers->wrong(), 0) << readers->first_error();
   std::printf(
       "[ha] %d reads through 2 FUSE mounts across the kill: %d failed, "
@@ -378,7 +397,7 @@ TEST_F(HaTest, EtcdRestartIsRiddenOut) {
               absl::ToDoubleSeconds(absl::Now() - back));
   readers->Stop();
   EXPECT_GT(readers->reads(), 100);
-  EXPECT_EQ(readers->failed(), 0) << readers->first_error();
+  EXPECT_EQ(readers->failed(), 0) << readers->first_error() << FuseProblems();
   EXPECT_EQ(readers->wrong(), 0) << readers->first_error();
   EXPECT_THAT(Larder("ls /data/small").out, HasSubstr("f39"));
 }
@@ -396,7 +415,7 @@ TEST_F(HaTest, LosingTheLeaderTenTimesFailsNoRead) {
   }
   readers->Stop();
   EXPECT_GT(readers->reads(), 500);
-  EXPECT_EQ(readers->failed(), 0) << readers->first_error();
+  EXPECT_EQ(readers->failed(), 0) << readers->first_error() << FuseProblems();
   EXPECT_EQ(readers->wrong(), 0) << readers->first_error();
   std::printf("[ha] %d reads while the leader was lost 10 times: %d failed\n",
               readers->reads(), readers->failed());
