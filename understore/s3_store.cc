@@ -56,8 +56,9 @@ bool IsHostPort(absl::string_view e) {
         host.front() == '.')
       return false;
     for (char c : host) {
+      // '_' is no DNS character, but container service names use it.
       if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' &&
-          c != '.')
+          c != '.' && c != '_')
         return false;
     }
   }

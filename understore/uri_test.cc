@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/uri.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "understore/factory.h"
@@ -72,6 +73,30 @@ TEST(UriTest, FactoryRejectsUnknownSchemeAndOptions) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenUnderStore("file:///data?x=1").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(UriTest, S3EndpointsAreHostAndPort) {
+  UnderStoreOptions o;
+  o.aws_credentials = AwsCredentials{"AKID", "SECRETKEY", ""};
+  for (const char* good :
+       {"http://127.0.0.1:9000", "https://s3.example.com", "minio:9000",
+        "http://[::1]:9000/", "http://my_minio:9000", "HTTP-HOST.local"}) {
+    EXPECT_TRUE(
+        OpenUnderStore(absl::StrCat("s3://bucket/p?endpoint=", good), o).ok())
+        << good;
+  }
+  for (const char* bad : {"not a url", "http://host:99999", "http://host:0",
+                          "http://host:", "http://:9000", "http://[::1",
+                          "ftp://host", "http://-host", "http://user@host"}) {
+    auto s = OpenUnderStore(absl::StrCat("s3://bucket/p?endpoint=", bad), o);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.status().message(), HasSubstr("bad S3 endpoint")) << bad;
+  }
+  // file:// roots are their own paths.
+  for (const char* bad : {"file:///a/../b", "file:///a/./b", "file:///.."}) {
+    auto u = ParseStoreUri(bad);
+    EXPECT_EQ(u.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 TEST(UriTest, FactoryS3DebugStringHasNoSecrets) {
