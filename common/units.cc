@@ -26,17 +26,19 @@ absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
   double mult;
   if (unit.empty() || unit == "b") {
     mult = 1;
-  } else if (unit == "k" || unit == "kb" || unit == "kib") {
+  } else if (unit == "k" || unit == "kb" || unit == "ki" || unit == "kib") {
     mult = 1024.0;
-  } else if (unit == "m" || unit == "mb" || unit == "mib") {
+  } else if (unit == "m" || unit == "mb" || unit == "mi" || unit == "mib") {
     mult = 1024.0 * 1024;
-  } else if (unit == "g" || unit == "gb" || unit == "gib") {
+  } else if (unit == "g" || unit == "gb" || unit == "gi" || unit == "gib") {
     mult = 1024.0 * 1024 * 1024;
-  } else if (unit == "t" || unit == "tb" || unit == "tib") {
+  } else if (unit == "t" || unit == "tb" || unit == "ti" || unit == "tib") {
     mult = 1024.0 * 1024 * 1024 * 1024;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad size unit in '", text, "' (B, KiB, MiB, GiB, TiB)"));
+        absl::StrCat("bad size unit in '", text,
+                     "' (B, KiB, MiB, GiB, TiB; Ki, Mi, Gi, Ti as Kubernetes "
+                     "writes them)"));
   }
   double v = number * mult;
   if (v > 1.8e19)
