@@ -459,6 +459,11 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(m->options_.listen, creds, &m->port_);
   builder.RegisterService(m->service_.get());
+  // A worker's full block report is one RegisterWorker of ~18 bytes per
+  // block: gRPC's default 4 MiB refused any worker holding more than ~230,000
+  // blocks (0.9 TB at 4 MiB), forever, after every master restart. 64 MiB
+  // takes 3.5 million (14 TB); reports past that await chunked registration.
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   m->server_ = builder.BuildAndStart();
   if (!m->server_ || m->port_ == 0) {
     return absl::UnavailableError(

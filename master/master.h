@@ -75,6 +75,9 @@ struct MasterOptions {
 
 class Master {
  public:
+  // The largest request the master accepts (a worker's block report).
+  static constexpr int kMaxRequestBytes = 64 << 20;
+
   // Errors: those of MountRegistry::Open; Unavailable (cannot bind).
   static absl::StatusOr<std::unique_ptr<Master>> Start(MasterOptions options);
   ~Master();

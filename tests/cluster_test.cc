@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -589,6 +590,37 @@ TEST_F(ClusterTest, StatMissesInADirectoryShareOneListing) {
   auto n = (*f)->Read(0, absl::MakeSpan(buf));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(buf.substr(0, *n), PatternBytes(107, 7));
+}
+
+// A worker holding 400,000 blocks (1.6 TB at 4 MiB) re-registers with its
+// whole block report, one 7 MB RegisterWorker: gRPC's default 4 MiB limit had
+// refused it ("Received message larger than max") after every master restart.
+TEST_F(ClusterTest, AWorkerWithALargeBlockReportRegisters) {
+  v1::RegisterWorkerRequest req;
+  req.mutable_worker()->set_id("big");
+  req.mutable_worker()->set_address("127.0.0.1:1");
+  req.mutable_worker()->set_node("big-node");
+  req.mutable_worker()->set_capacity_bytes(2ull << 40);
+  std::string key(16, '\0');
+  for (uint32_t i = 0; i < 400000; ++i) {
+    std::memcpy(key.data(), &i, sizeof(i));
+    key[15] = 'L';
+    req.add_cached_blocks(key);
+  }
+  ASSERT_GT(req.ByteSizeLong(), 4u << 20);
+  v1::RegisterWorkerResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  grpc::Status st = stub_->RegisterWorker(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  // Its blocks are placed: the last key of the report is located on it.
+  v1::LocateRequest loc;
+  loc.add_block_keys(key);
+  v1::LocateResponse where;
+  grpc::ClientContext ctx2;
+  ASSERT_TRUE(stub_->Locate(&ctx2, loc, &where).ok());
+  ASSERT_EQ(where.locations_size(), 1);
+  EXPECT_THAT(where.locations(0).worker_ids(), ::testing::Contains("big"));
 }
 
 TEST_F(ClusterTest, ClearErrors) {
