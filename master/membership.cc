@@ -126,7 +126,8 @@ void Membership::RebuildRing() {
                                1, w->info.capacity_bytes()))});
     ring_workers_.push_back(w->info);
   }
-  ring_ = HashRing(std::move(members), vnodes_);
+  ring_members_ = std::move(members);
+  ring_built_version_ = 0;  // Snapshot() builds the HashRing when asked.
 }
 
 v1::Ring Membership::Ring() const {
@@ -145,8 +146,25 @@ uint64_t Membership::version() const {
 }
 
 std::pair<HashRing, std::vector<v1::WorkerInfo>> Membership::Snapshot() const {
+  std::vector<RingMember> members;
+  std::vector<v1::WorkerInfo> workers;
+  uint64_t version;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ring_built_version_ == version_ && version_ != 0)
+      return {ring_, ring_workers_};
+    members = ring_members_;
+    workers = ring_workers_;
+    version = version_;
+  }
+  // Built outside the lock: Register, Heartbeat and Locate go on meanwhile.
+  HashRing ring(std::move(members), vnodes_);
   absl::MutexLock lock(&mu_);
-  return {ring_, ring_workers_};
+  if (version_ == version) {
+    ring_ = ring;
+    ring_built_version_ = version;
+  }
+  return {std::move(ring), std::move(workers)};
 }
 
 std::vector<std::string> Membership::Locate(const BlockKey& key) const {
