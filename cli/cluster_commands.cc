@@ -121,6 +121,19 @@ std::string MasterAddress() {
   return m;
 }
 
+std::string DescribeSecurity(const SecurityOptions& s) {
+  return absl::StrCat(
+      s.tls_cert_file.empty() ? "plaintext" : "TLS",
+      s.tls_ca_file.empty() || s.tls_cert_file.empty()
+          ? ""
+          : (s.tls_require_client_cert ? ", client certificates required"
+                                       : ", client certificates checked"),
+      s.auth_tokens_file.empty() ? "" : ", bearer tokens",
+      s.auth_tokens_file.empty() && s.tls_ca_file.empty()
+          ? ", no authentication"
+          : "");
+}
+
 namespace {
 
 std::string MasterOrDefault() {
@@ -175,26 +188,13 @@ std::string FormatTime(int64_t unix_ns) {
 
 // --- master ---------------------------------------------------------------
 
-std::string Security(const SecurityOptions& s) {
-  return absl::StrCat(
-      s.tls_cert_file.empty() ? "plaintext" : "TLS",
-      s.tls_ca_file.empty() || s.tls_cert_file.empty()
-          ? ""
-          : (s.tls_require_client_cert ? ", client certificates required"
-                                       : ", client certificates checked"),
-      s.auth_tokens_file.empty() ? "" : ", bearer tokens",
-      s.auth_tokens_file.empty() && s.tls_ca_file.empty()
-          ? ", no authentication"
-          : "");
-}
-
 // What the master serves, after its first line (which tests and scripts
 // wait for).
 void PrintMasterStartup(const MasterOptions& o, const Master& master) {
   const std::string host = o.listen.substr(0, o.listen.rfind(':'));
   std::printf(
       "  serving      gRPC %s:%d (%s)%s\n", host.c_str(), master.port(),
-      Security(o.security).c_str(),
+      DescribeSecurity(o.security).c_str(),
       o.ops_listen.empty()
           ? ", no metrics"
           : absl::StrCat(", /metrics and /healthz on port ", master.ops_port())
@@ -356,10 +356,12 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   req.mutable_mount()->set_uri(args[1]);
   LARDER_ASSIGN_OR_RETURN(uint64_t bs,
                           ParseBytes(absl::GetFlag(FLAGS_mount_block_size)));
-  if (bs < 4096 || bs > (1ull << 30)) {
+  // The master checks the range; 0 would be its "default" (4 MiB), which
+  // is not what `--mount_block_size=0` asks for.
+  if (bs == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--mount_block_size: ", FormatBytes(bs),
-                     " is not a block size (4KiB to 1GiB)"));
+        "--mount_block_size: 0 is not a block size (4KiB to 1GiB; leave the "
+        "flag out for 4MiB)");
   }
   req.mutable_mount()->set_block_size(bs);
   req.mutable_mount()->set_metadata_ttl_ms(static_cast<uint64_t>(
@@ -408,7 +410,7 @@ absl::Status RunLs(const std::vector<std::string>& args) {
   LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
   const std::string path = args.empty() ? "/" : args[0];
   if (json)
-    std::printf("{\"path\": %s, \"entries\": [", Json(path).dump().c_str());
+    std::printf("{\"path\": %s, \"entries\": [", DumpJson(Json(path)).c_str());
   std::string token;
   const char* separator = "\n  ";
   do {
@@ -417,17 +419,10 @@ absl::Status RunLs(const std::vector<std::string>& args) {
         client->List(path, token, 1000, absl::GetFlag(FLAGS_recursive)));
     for (const FileInfo& e : page.entries) {
       if (json) {
-        Json j;
-        j["path"] = e.path;
-        j["type"] = e.is_dir ? "directory" : "file";
-        j["size"] = e.size;
-        j["version"] = e.version;
-        j["mtime"] = Rfc3339(absl::ToUnixNanos(e.mtime));
-        j["mtime_unix_ms"] = absl::ToUnixMillis(e.mtime);
-        std::printf(
-            "%s%s", separator,
-            j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                .c_str());
+        std::printf("%s%s", separator,
+                    DumpJson(FileJson(e.path, e.is_dir, e.size, e.version,
+                                      absl::ToUnixNanos(e.mtime)))
+                        .c_str());
         separator = ",\n  ";
       } else if (e.is_dir) {
         std::printf("%12s  %-19s  %s/\n", "DIR", "", e.path.c_str());
@@ -457,13 +452,8 @@ absl::Status RunStat(const std::vector<std::string>& args) {
       BlockCount(r.info().size(), std::max<uint64_t>(1, r.block_size()));
   LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
   if (json) {
-    Json doc;
-    doc["path"] = r.info().path();
-    doc["type"] = r.info().is_dir() ? "directory" : "file";
-    doc["size"] = r.info().size();
-    doc["version"] = r.info().version();
-    doc["mtime"] = Rfc3339(r.info().mtime_ns());
-    doc["mtime_unix_ms"] = r.info().mtime_ns() / 1000000;
+    Json doc = FileJson(r.info().path(), r.info().is_dir(), r.info().size(),
+                        r.info().version(), r.info().mtime_ns());
     doc["mount"] = r.mount();
     doc["block_size"] = r.block_size();
     doc["blocks"] = blocks;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/config.h"
 
 namespace larder::cli {
 
@@ -82,6 +83,10 @@ std::string MasterAddress();
 // (group) database. Error: InvalidArgument naming `flag`.
 absl::StatusOr<uint32_t> ParseAccountId(absl::string_view flag,
                                         const std::string& name, bool group);
+
+// How a daemon's gRPC port is secured, for its start-up lines: "TLS, client
+// certificates checked, bearer tokens", "plaintext, no authentication".
+std::string DescribeSecurity(const SecurityOptions& security);
 
 // Exit code for a status: 0 OK, 2 usage (InvalidArgument; AlreadyExists: a
 // request that conflicts with the cluster, e.g. a path mounted from another

@@ -22,12 +22,27 @@ absl::StatusOr<bool> JsonOutput() {
       absl::StrCat("--output: '", o, "' is not table or json"));
 }
 
+std::string DumpJson(const Json& doc, int indent) {
+  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void PrintJson(const Json& doc) {
-  const std::string text =
-      doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string text = DumpJson(doc, 2);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+}
+
+Json FileJson(const std::string& path, bool is_dir, uint64_t size,
+              const std::string& version, int64_t mtime_unix_ns) {
+  Json j;
+  j["path"] = path;
+  j["type"] = is_dir ? "directory" : "file";
+  j["size"] = size;
+  j["version"] = version;
+  j["mtime"] = Rfc3339(mtime_unix_ns);
+  j["mtime_unix_ms"] = mtime_unix_ns / 1000000;
+  return j;
 }
 
 std::string Rfc3339(int64_t unix_ns) {

@@ -186,10 +186,8 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
 void PrintStartup(const WorkerOptions& o, Worker& worker) {
   const std::string host = o.listen.substr(0, o.listen.rfind(':'));
   std::printf(
-      "  serving      gRPC %s:%d (%s%s)%s%s\n", host.c_str(),
-      worker.grpc_port(),
-      o.security.tls_cert_file.empty() ? "plaintext" : "TLS",
-      o.security.auth_tokens_file.empty() ? "" : ", bearer tokens",
+      "  serving      gRPC %s:%d (%s)%s%s\n", host.c_str(), worker.grpc_port(),
+      DescribeSecurity(o.security).c_str(),
       o.short_circuit_socket.empty()
           ? ", no short-circuit socket"
           : absl::StrCat(", short-circuit ", o.short_circuit_socket).c_str(),

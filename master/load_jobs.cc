@@ -263,9 +263,7 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
   }
 
   // 3. Batches, several in flight per worker.
-  std::unique_ptr<std::atomic<bool>[]> unreachable(
-      new std::atomic<bool>[workers.size()]);
-  for (size_t w = 0; w < workers.size(); ++w) unreachable[w] = false;
+  std::vector<std::atomic<bool>> unreachable(workers.size());  // All false.
   {
     ThreadPool pool(static_cast<int>(workers.size()) * kInFlightPerWorker,
                     "larder-load");

@@ -189,13 +189,18 @@ class MasterService final : public v1::Master::Service {
          probe.status().code() == absl::StatusCode::kPermissionDenied)) {
       return ToGrpcStatus(probe.status());
     }
+    const uint64_t before = mounts_->Get().version();
     absl::StatusOr<v1::MountTable> t = mounts_->Add(req->mount());
     if (!t.ok()) return ToGrpcStatus(t.status());
-    // Clients may hold "no such path" for it.
-    invalidations_->Add(req->mount().path());
-    LARDER_LOG(INFO, "mount.added")
-        .Field("path", req->mount().path())
-        .Field("uri", req->mount().uri());
+    // The same mount again changes nothing: clients keep their caches (a
+    // start-up Job may apply the table on every upgrade).
+    if (t->version() != before) {
+      // Clients may hold "no such path" for it.
+      invalidations_->Add(req->mount().path());
+      LARDER_LOG(INFO, "mount.added")
+          .Field("path", req->mount().path())
+          .Field("uri", req->mount().uri());
+    }
     *resp = *std::move(t);
     return grpc::Status::OK;
   }

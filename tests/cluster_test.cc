@@ -592,6 +592,21 @@ TEST_F(ClusterTest, StatMissesInADirectoryShareOneListing) {
   EXPECT_EQ(buf.substr(0, *n), PatternBytes(107, 7));
 }
 
+// `larder mount` of a mount that is there already (a start-up Job on every
+// upgrade) changes nothing: not the table's version, and no invalidation
+// that would drop every client's metadata cache; a new mount does both.
+TEST_F(ClusterTest, TheSameMountAgainChangesNothing) {
+  const v1::Ring before = Ring();
+  ASSERT_TRUE(AddMount("/datasets/ds", s3_->Uri("ds"), 1000));
+  const v1::Ring again = Ring();
+  EXPECT_EQ(again.mounts_version(), before.mounts_version());
+  EXPECT_EQ(again.invalidation_seq(), before.invalidation_seq());
+  ASSERT_TRUE(AddMount("/datasets/other", s3_->Uri("ds"), 1000));
+  const v1::Ring after = Ring();
+  EXPECT_GT(after.mounts_version(), before.mounts_version());
+  EXPECT_GT(after.invalidation_seq(), before.invalidation_seq());
+}
+
 // A worker holding 400,000 blocks (1.6 TB at 4 MiB) re-registers with its
 // whole block report, one 7 MB RegisterWorker: gRPC's default 4 MiB limit had
 // refused it ("Received message larger than max") after every master restart.

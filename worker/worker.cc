@@ -7,7 +7,10 @@
 
 #include <cstdio>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -21,10 +24,10 @@ uint64_t RaiseFdLimit() {
   struct rlimit r;
   if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
   uint64_t nr_open = 0;
-  if (std::FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
-    unsigned long long v = 0;
-    if (std::fscanf(f, "%llu", &v) == 1) nr_open = v;
-    std::fclose(f);
+  if (absl::StatusOr<std::string> text =
+          ReadWholeFile("/proc/sys/fs/nr_open", "fs.nr_open", 64);
+      text.ok()) {
+    (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &nr_open);
   }
   if (nr_open > r.rlim_max) {
     struct rlimit raised = {nr_open, nr_open};
