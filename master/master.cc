@@ -48,13 +48,29 @@ absl::StatusOr<std::string> AdvertisedAddress(const MasterOptions& o) {
   return absl::StrCat(host, ":", port);
 }
 
-std::vector<BlockKey> Keys(
-    const google::protobuf::RepeatedPtrField<std::string>& bytes) {
+// The block keys of a request: one per entry in `each` (the form older
+// workers send) and 16 bytes each back to back in `packed`. A key of the
+// wrong length is InvalidArgument, naming `field`: a report that silently
+// lost keys would leave blocks unknown to the master.
+absl::StatusOr<std::vector<BlockKey>> Keys(
+    absl::string_view field,
+    const google::protobuf::RepeatedPtrField<std::string>& each,
+    absl::string_view packed = {}) {
   std::vector<BlockKey> out;
-  out.reserve(bytes.size());
-  for (const std::string& b : bytes) {
+  out.reserve(each.size() + packed.size() / 16);
+  for (const std::string& b : each) {
     BlockKey k;
-    if (KeyFromBytes(b, &k)) out.push_back(k);
+    if (!KeyFromBytes(b, &k)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": a block key of ", b.size(),
+                       " bytes (block keys are 16 bytes)"));
+    }
+    out.push_back(k);
+  }
+  if (!KeysFromBytes(packed, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", packed.size(),
+                     " bytes of packed block keys, not a multiple of 16"));
   }
   return out;
 }
@@ -135,8 +151,11 @@ class MasterService final : public v1::Master::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "worker id and address are required");
     }
-    resp->set_ring_version(membership_->Register(
-        req->worker(), Keys(req->cached_blocks()), absl::Now()));
+    absl::StatusOr<std::vector<BlockKey>> keys =
+        Keys("cached_keys", req->cached_blocks(), req->cached_keys());
+    if (!keys.ok()) return ToGrpcStatus(keys.status());
+    resp->set_ring_version(
+        membership_->Register(req->worker(), *std::move(keys), absl::Now()));
     resp->set_heartbeat_ms(static_cast<uint32_t>(
         absl::ToInt64Milliseconds(options_->heartbeat_interval)));
     resp->set_mounts_version(mounts_->Get().version());
@@ -148,9 +167,14 @@ class MasterService final : public v1::Master::Service {
                          v1::HeartbeatResponse* resp) override {
     if (grpc::Status denied = Enter(kHeartbeat, *ctx); !denied.ok())
       return denied;
-    resp->set_reregister(
-        !membership_->Heartbeat(req->worker_id(), Keys(req->added_blocks()),
-                                Keys(req->removed_blocks()), absl::Now()));
+    absl::StatusOr<std::vector<BlockKey>> added =
+        Keys("added_keys", req->added_blocks(), req->added_keys());
+    if (!added.ok()) return ToGrpcStatus(added.status());
+    absl::StatusOr<std::vector<BlockKey>> removed =
+        Keys("removed_keys", req->removed_blocks(), req->removed_keys());
+    if (!removed.ok()) return ToGrpcStatus(removed.status());
+    resp->set_reregister(!membership_->Heartbeat(
+        req->worker_id(), *std::move(added), *removed, absl::Now()));
     resp->set_ring_version(membership_->version());
     resp->set_mounts_version(mounts_->Get().version());
     return grpc::Status::OK;
@@ -335,7 +359,10 @@ class MasterService final : public v1::Master::Service {
   grpc::Status Locate(grpc::ServerContext* ctx, const v1::LocateRequest* req,
                       v1::LocateResponse* resp) override {
     if (grpc::Status denied = Enter(kLocate, *ctx); !denied.ok()) return denied;
-    for (const BlockKey& k : Keys(req->block_keys())) {
+    absl::StatusOr<std::vector<BlockKey>> keys =
+        Keys("block_keys", req->block_keys());
+    if (!keys.ok()) return ToGrpcStatus(keys.status());
+    for (const BlockKey& k : *keys) {
       auto* loc = resp->add_locations();
       for (const std::string& id : membership_->Locate(k))
         loc->add_worker_ids(id);
@@ -464,10 +491,10 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(m->options_.listen, creds, &m->port_);
   builder.RegisterService(m->service_.get());
-  // A worker's full block report is one RegisterWorker of ~18 bytes per
-  // block: gRPC's default 4 MiB refused any worker holding more than ~230,000
-  // blocks (0.9 TB at 4 MiB), forever, after every master restart. 64 MiB
-  // takes 3.5 million (14 TB); reports past that await chunked registration.
+  // Workers send their block reports in parts of 256 KiB (16 bytes a
+  // block), but workers before packed keys sent one RegisterWorker of ~18
+  // bytes per block: gRPC's default 4 MiB refused any of them holding more
+  // than ~230,000 blocks (0.9 TB at 4 MiB), after every master restart.
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   m->server_ = builder.BuildAndStart();
   if (!m->server_ || m->port_ == 0) {
@@ -514,6 +541,21 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
               "leader was over")
           .Register(*m->registry_)
           .Add({});
+  auto& replicas = prometheus::BuildGauge()
+                       .Name("larder_master_block_replicas")
+                       .Help(
+                           "Block replicas in the placement index (a block "
+                           "cached by two workers counts twice)")
+                       .Register(*m->registry_)
+                       .Add({});
+  auto& index_bytes =
+      prometheus::BuildGauge()
+          .Name("larder_master_placement_index_bytes")
+          .Help(
+              "Bytes the placement index takes: its tables and the workers' "
+              "reported block lists")
+          .Register(*m->registry_)
+          .Add({});
   auto& stat_requests = store_requests.Add({{"op", "stat"}});
   auto& list_requests = store_requests.Add({{"op", "list"}});
   if (!m->options_.ops_listen.empty()) {
@@ -522,7 +564,8 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
     ops.registry = m->registry_;
     Master* self = m.get();
     ops.before_scrape = [self, &ring_version, &live, &mounts, &stat_requests,
-                         &list_requests, &cache_entries, &leading, &refused] {
+                         &list_requests, &cache_entries, &leading, &refused,
+                         &replicas, &index_bytes] {
       leading.Set(self->Serving() ? 1 : 0);
       if (self->etcd_store_)
         refused.Set(static_cast<double>(self->etcd_store_->refused()));
@@ -534,6 +577,8 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
       stat_requests.Set(static_cast<double>(req.stats));
       list_requests.Set(static_cast<double>(req.lists));
       cache_entries.Set(static_cast<double>(self->metadata_->CachedEntries()));
+      replicas.Set(static_cast<double>(self->membership_->replicas()));
+      index_bytes.Set(static_cast<double>(self->membership_->IndexBytes()));
     };
     LARDER_ASSIGN_OR_RETURN(m->ops_, OpsServer::Start(std::move(ops)));
   }

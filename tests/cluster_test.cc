@@ -397,6 +397,32 @@ TEST_F(ClusterTest, MasterRestartKeepsMountsAndRebuildsPlacement) {
   ASSERT_TRUE(testing::WaitFor([&] { return locate().size() == 1; },
                                absl::Seconds(10)));
   const std::vector<std::string> before = locate();
+  // Blocks the index holds, per worker.
+  auto placed = [&] {
+    std::map<std::string, uint64_t> out;
+    v1::ClusterStatsResponse stats;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    if (stub_->GetClusterStats(&ctx, v1::ClusterStatsRequest(), &stats).ok()) {
+      for (const auto& w : stats.workers())
+        out[w.info().id()] = w.placement_blocks();
+    }
+    return out;
+  };
+  uint64_t blocks = 0;
+  for (const auto& [path, data] : files_)
+    blocks += BlockCount(data.size(), kBlock);
+  std::map<std::string, uint64_t> placed_before;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        placed_before = placed();
+        uint64_t total = 0;
+        for (const auto& [id, n] : placed_before) total += n;
+        return total == blocks;
+      },
+      absl::Seconds(10)))
+      << "the heartbeats place every block read";
 
   ASSERT_TRUE(master_->Restart().ok());
   stub_ = v1::Master::NewStub(
@@ -411,6 +437,9 @@ TEST_F(ClusterTest, MasterRestartKeepsMountsAndRebuildsPlacement) {
   ASSERT_TRUE(
       testing::WaitFor([&] { return locate() == before; }, absl::Seconds(10)))
       << "placement rebuilt from the workers' full reports";
+  ASSERT_TRUE(testing::WaitFor([&] { return placed() == placed_before; },
+                               absl::Seconds(10)))
+      << "every worker's whole report is placed again";
   // Reads go on, all from the caches.
   const int gets = s3_->CountRequests(" 206");
   EXPECT_EQ(ReadAndCheck(*client), 0);

@@ -3,6 +3,7 @@
 
 #include <grpcpp/create_channel.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -49,19 +50,52 @@ absl::Status MasterLink::Register() {
   v1::RegisterWorkerRequest req;
   *req.mutable_worker() = options_.self;
   store_->DrainJournal(nullptr, nullptr);  // The full report supersedes it.
-  for (const BlockKey& k : store_->CachedKeys())
-    req.add_cached_blocks(KeyToBytes(k));
+  const std::vector<BlockKey> keys = store_->CachedKeys();
+  const absl::Span<const BlockKey> all(keys);
+  const size_t per = std::max<size_t>(1, options_.keys_per_request);
+  const size_t first = std::min(keys.size(), per);
+  req.set_cached_keys(KeysToBytes(all.first(first)));
   v1::RegisterWorkerResponse resp;
   LARDER_RETURN_IF_ERROR(FromGrpcStatus(master_->Call(
       &v1::Master::Stub::RegisterWorker, req, &resp, absl::Seconds(10))));
+  if (first < keys.size()) {
+    // The rest of a large report.
+    v1::HeartbeatResponse rest;
+    LARDER_RETURN_IF_ERROR(Heartbeat(all.subspan(first), {}, &rest));
+    if (rest.reregister()) {
+      return absl::UnavailableError(
+          "the master forgot this worker while it sent its block report");
+    }
+  }
   interval_ = absl::Milliseconds(std::max<uint32_t>(100, resp.heartbeat_ms()));
   if (options_.ring_version) options_.ring_version->store(resp.ring_version());
   registered_ = true;
   LARDER_LOG(INFO, "worker.registered")
       .Field("master", master_->current())
-      .Field("blocks", req.cached_blocks_size())
+      .Field("blocks", keys.size())
+      .Field("requests", 1 + (keys.size() - first + per - 1) / per)
       .Field("ring_version", resp.ring_version());
   return SyncMounts(resp.mounts_version());
+}
+
+absl::Status MasterLink::Heartbeat(absl::Span<const BlockKey> added,
+                                   absl::Span<const BlockKey> removed,
+                                   v1::HeartbeatResponse* resp) {
+  const size_t per = std::max<size_t>(1, options_.keys_per_request);
+  do {
+    const size_t a = std::min(added.size(), per);
+    const size_t r = std::min(removed.size(), per - a);
+    v1::HeartbeatRequest req;
+    req.set_worker_id(options_.self.id());
+    req.set_added_keys(KeysToBytes(added.first(a)));
+    req.set_removed_keys(KeysToBytes(removed.first(r)));
+    LARDER_RETURN_IF_ERROR(FromGrpcStatus(master_->Call(
+        &v1::Master::Stub::Heartbeat, req, resp, absl::Seconds(5))));
+    if (resp->reregister()) return absl::OkStatus();
+    added.remove_prefix(a);
+    removed.remove_prefix(r);
+  } while (!added.empty() || !removed.empty());
+  return absl::OkStatus();
 }
 
 absl::Status MasterLink::SyncMounts(uint64_t version) {
@@ -102,15 +136,10 @@ void MasterLink::Loop() {
     if (!registered_) {
       st = Register();
     } else {
-      v1::HeartbeatRequest req;
-      req.set_worker_id(options_.self.id());
       std::vector<BlockKey> added, removed;
       store_->DrainJournal(&added, &removed);
-      for (const BlockKey& k : added) req.add_added_blocks(KeyToBytes(k));
-      for (const BlockKey& k : removed) req.add_removed_blocks(KeyToBytes(k));
       v1::HeartbeatResponse resp;
-      st = FromGrpcStatus(master_->Call(&v1::Master::Stub::Heartbeat, req,
-                                        &resp, absl::Seconds(5)));
+      st = Heartbeat(added, removed, &resp);
       if (st.ok() && options_.ring_version)
         options_.ring_version->store(resp.ring_version());
       if (st.ok() && resp.reregister()) {

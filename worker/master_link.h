@@ -5,7 +5,8 @@
 // -----------------------------------------------------------------------------
 //
 // A worker's tie to the master: registers (with a full report of the blocks
-// it holds), heartbeats with the blocks added and removed since, re-registers
+// it holds, in parts if it is large), heartbeats with the blocks added and
+// removed since, re-registers
 // when the master forgot it (a master restart), and keeps the worker's mount
 // table equal to the master's (opening the under-store of each new mount).
 // Runs on its own thread; a master that is down is retried every heartbeat,
@@ -22,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "common/master_connection.h"
 #include "common/security.h"
 #include "proto/master.grpc.pb.h"
@@ -41,6 +43,14 @@ class MasterLink {
     UnderStoreOptions store_options;
     // Updated with the ring version of every master response (may be null).
     std::atomic<uint64_t>* ring_version = nullptr;
+    // Block keys per request to the master (256 KiB packed). A larger block
+    // report goes in several requests: the registration, then heartbeats
+    // adding the rest. Small requests let a master that receives every
+    // worker's report at once (after a failover) answer clients in between:
+    // 10 workers x 1M blocks at once on 2 cores, client RPC p99 7 ms at
+    // 16,384 keys a request, 55 ms at 262,144, 146 ms at 1M
+    // (bench/master_scale_bench --report_keys).
+    size_t keys_per_request = 16384;
   };
   // `store` and `mounts` must outlive the link. Errors: InvalidArgument (a
   // bad master address).
@@ -57,6 +67,12 @@ class MasterLink {
       : options_(std::move(options)), store_(store), mounts_(mounts) {}
   void Loop();
   absl::Status Register();
+  // Heartbeats with `added` and `removed`, in as many requests as
+  // keys_per_request needs (at least one). Stops at a failure or at a
+  // "re-register" answer, which `resp` then holds.
+  absl::Status Heartbeat(absl::Span<const BlockKey> added,
+                         absl::Span<const BlockKey> removed,
+                         v1::HeartbeatResponse* resp);
   // Brings the worker's mount table to the master's `version` (0: whatever
   // the master has now). Serialized by sync_mu_.
   absl::Status SyncMounts(uint64_t version);

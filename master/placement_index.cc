@@ -1,0 +1,170 @@
+// Copyright 2026 The Larder Authors.
+#include "master/placement_index.h"
+
+#include <algorithm>
+
+namespace larder {
+
+PlacementIndex::PlacementIndex()
+    : shards_(std::make_unique<std::array<Shard, kShards>>()) {}
+
+namespace {
+constexpr size_t kPrefetch = 8;
+}  // namespace
+
+template <typename Fn>
+void PlacementIndex::ByShard(absl::Span<const BlockKey> keys, size_t first,
+                             Fn fn) {
+  if (keys.size() <= 32) {  // A heartbeat's few changes: one lock each.
+    for (const BlockKey& k : keys) fn(ShardOf(k), absl::MakeConstSpan(&k, 1));
+    return;
+  }
+  // A counting sort by shard, so that each shard is locked once.
+  std::array<size_t, kShards + 1> start{};
+  for (const BlockKey& k : keys) ++start[ShardOf(k) + 1];
+  for (size_t s = 0; s < kShards; ++s) start[s + 1] += start[s];
+  std::vector<BlockKey> sorted(keys.size());
+  std::array<size_t, kShards> next;
+  std::copy(start.begin(), start.end() - 1, next.begin());
+  for (const BlockKey& k : keys) sorted[next[ShardOf(k)]++] = k;
+  for (size_t i = 0; i < kShards; ++i) {
+    const size_t s = (first + i) % kShards;
+    if (start[s] == start[s + 1]) continue;
+    fn(s,
+       absl::MakeConstSpan(sorted.data() + start[s], start[s + 1] - start[s]));
+  }
+}
+
+bool PlacementIndex::AddTo(Shard& s, Holder holder, const BlockKey& key) {
+  auto [it, inserted] = s.keys.try_emplace(key);
+  Holders& h = it->second;
+  if (inserted) {
+    h.a = holder;
+  } else if (h.b == kMany) {
+    std::vector<Holder>& list = s.many[key];
+    if (std::find(list.begin(), list.end(), holder) != list.end()) return false;
+    list.push_back(holder);
+  } else if (h.a == holder || h.b == holder) {
+    return false;
+  } else if (h.b == 0) {
+    h.b = holder;
+  } else {
+    s.many[key] = {h.a, h.b, holder};
+    h = {0, kMany};
+  }
+  ++s.replicas;
+  return true;
+}
+
+bool PlacementIndex::RemoveFrom(Shard& s, Holder holder, const BlockKey& key) {
+  auto it = s.keys.find(key);
+  if (it == s.keys.end()) return false;
+  Holders& h = it->second;
+  if (h.b == kMany) {
+    auto m = s.many.find(key);
+    std::vector<Holder>& list = m->second;
+    auto p = std::find(list.begin(), list.end(), holder);
+    if (p == list.end()) return false;
+    list.erase(p);
+    if (list.size() == 2) {
+      h = {list[0], list[1]};
+      s.many.erase(m);
+    }
+  } else if (h.a == holder) {
+    h = {h.b, 0};
+    if (h.a == 0) s.keys.erase(it);
+  } else if (h.b == holder) {
+    h.b = 0;
+  } else {
+    return false;
+  }
+  --s.replicas;
+  return true;
+}
+
+size_t PlacementIndex::Apply(Holder holder, absl::Span<const BlockKey> keys,
+                             bool adding,
+                             bool (*op)(Shard&, Holder, const BlockKey&)) {
+  size_t changed = 0;
+  ByShard(keys, holder % kShards,
+          [&](size_t i, absl::Span<const BlockKey> part) {
+            Shard& s = (*shards_)[i];
+            absl::MutexLock lock(&s.mu);
+            // One resize at most, instead of one per doubling.
+            if (adding && part.size() > 1)
+              s.keys.reserve(s.keys.size() + part.size());
+            // Each key is a cache miss in a large table: fetch a few ahead.
+            for (size_t k = 0; k < part.size(); ++k) {
+              if (k + kPrefetch < part.size())
+                s.keys.prefetch(part[k + kPrefetch]);
+              changed += op(s, holder, part[k]);
+            }
+          });
+  return changed;
+}
+
+size_t PlacementIndex::Add(Holder holder, absl::Span<const BlockKey> keys) {
+  return Apply(holder, keys, true, &AddTo);
+}
+
+size_t PlacementIndex::Remove(Holder holder, absl::Span<const BlockKey> keys) {
+  return Apply(holder, keys, false, &RemoveFrom);
+}
+
+void PlacementIndex::Find(const BlockKey& key, std::vector<Holder>* out) const {
+  const Shard& s = (*shards_)[ShardOf(key)];
+  absl::MutexLock lock(&s.mu);
+  auto it = s.keys.find(key);
+  if (it == s.keys.end()) return;
+  const Holders& h = it->second;
+  if (h.b == kMany) {
+    const std::vector<Holder>& list = s.many.at(key);
+    out->insert(out->end(), list.begin(), list.end());
+    return;
+  }
+  out->push_back(h.a);
+  if (h.b != 0) out->push_back(h.b);
+}
+
+bool PlacementIndex::Holds(Holder holder, const BlockKey& key) const {
+  std::vector<Holder> holders;
+  Find(key, &holders);
+  return std::find(holders.begin(), holders.end(), holder) != holders.end();
+}
+
+void PlacementIndex::Clear() {
+  for (Shard& s : *shards_) {
+    absl::MutexLock lock(&s.mu);
+    decltype(s.keys)().swap(s.keys);  // clear() may keep the capacity.
+    decltype(s.many)().swap(s.many);
+    s.replicas = 0;
+  }
+}
+
+uint64_t PlacementIndex::replicas() const {
+  uint64_t n = 0;
+  for (const Shard& s : *shards_) {
+    absl::MutexLock lock(&s.mu);
+    n += s.replicas;
+  }
+  return n;
+}
+
+uint64_t PlacementIndex::MemoryBytes() const {
+  // A Swiss table holds capacity slots and capacity + 16 control bytes.
+  using KeySlot = std::pair<const BlockKey, Holders>;
+  using ManySlot = std::pair<const BlockKey, std::vector<Holder>>;
+  uint64_t bytes = sizeof(*shards_);
+  for (const Shard& s : *shards_) {
+    absl::MutexLock lock(&s.mu);
+    if (s.keys.capacity() > 0)
+      bytes += s.keys.capacity() * (sizeof(KeySlot) + 1) + 16;
+    if (s.many.capacity() > 0)
+      bytes += s.many.capacity() * (sizeof(ManySlot) + 1) + 16;
+    for (const auto& [key, list] : s.many)
+      bytes += list.capacity() * sizeof(Holder);
+  }
+  return bytes;
+}
+
+}  // namespace larder
