@@ -2,6 +2,7 @@
 #include "master/placement_index.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace larder {
 
@@ -35,46 +36,50 @@ void PlacementIndex::ByShard(absl::Span<const BlockKey> keys, size_t first,
   }
 }
 
-bool PlacementIndex::AddTo(Shard& s, Holder holder, const BlockKey& key) {
-  auto [it, inserted] = s.keys.try_emplace(key);
-  Holders& h = it->second;
+PlacementIndex::Key::Key(const BlockKey& k) {
+  static_assert(sizeof(std::pair<const Key, Holder>) == 20);
+  std::memcpy(w, &k.low, 8);
+  std::memcpy(w + 2, &k.high, 8);
+}
+
+bool PlacementIndex::AddTo(Shard& s, Holder holder, const BlockKey& block) {
+  const Key key(block);
+  auto [it, inserted] = s.keys.try_emplace(key, holder);
+  Holder& h = it->second;
   if (inserted) {
-    h.a = holder;
-  } else if (h.b == kMany) {
+    // The common case: a block on one worker.
+  } else if (h == holder) {
+    return false;
+  } else if (h == kMany) {
     std::vector<Holder>& list = s.many[key];
     if (std::find(list.begin(), list.end(), holder) != list.end()) return false;
     list.push_back(holder);
-  } else if (h.a == holder || h.b == holder) {
-    return false;
-  } else if (h.b == 0) {
-    h.b = holder;
   } else {
-    s.many[key] = {h.a, h.b, holder};
-    h = {0, kMany};
+    s.many[key] = {h, holder};
+    h = kMany;
   }
   ++s.replicas;
   return true;
 }
 
-bool PlacementIndex::RemoveFrom(Shard& s, Holder holder, const BlockKey& key) {
+bool PlacementIndex::RemoveFrom(Shard& s, Holder holder,
+                                const BlockKey& block) {
+  const Key key(block);
   auto it = s.keys.find(key);
   if (it == s.keys.end()) return false;
-  Holders& h = it->second;
-  if (h.b == kMany) {
+  Holder& h = it->second;
+  if (h == kMany) {
     auto m = s.many.find(key);
     std::vector<Holder>& list = m->second;
     auto p = std::find(list.begin(), list.end(), holder);
     if (p == list.end()) return false;
     list.erase(p);
-    if (list.size() == 2) {
-      h = {list[0], list[1]};
+    if (list.size() == 1) {
+      h = list[0];
       s.many.erase(m);
     }
-  } else if (h.a == holder) {
-    h = {h.b, 0};
-    if (h.a == 0) s.keys.erase(it);
-  } else if (h.b == holder) {
-    h.b = 0;
+  } else if (h == holder) {
+    s.keys.erase(it);
   } else {
     return false;
   }
@@ -96,7 +101,7 @@ size_t PlacementIndex::Apply(Holder holder, absl::Span<const BlockKey> keys,
             // Each key is a cache miss in a large table: fetch a few ahead.
             for (size_t k = 0; k < part.size(); ++k) {
               if (k + kPrefetch < part.size())
-                s.keys.prefetch(part[k + kPrefetch]);
+                s.keys.prefetch(Key(part[k + kPrefetch]));
               changed += op(s, holder, part[k]);
             }
           });
@@ -111,19 +116,19 @@ size_t PlacementIndex::Remove(Holder holder, absl::Span<const BlockKey> keys) {
   return Apply(holder, keys, false, &RemoveFrom);
 }
 
-void PlacementIndex::Find(const BlockKey& key, std::vector<Holder>* out) const {
-  const Shard& s = (*shards_)[ShardOf(key)];
+void PlacementIndex::Find(const BlockKey& block,
+                          std::vector<Holder>* out) const {
+  const Key key(block);
+  const Shard& s = (*shards_)[ShardOf(block)];
   absl::MutexLock lock(&s.mu);
   auto it = s.keys.find(key);
   if (it == s.keys.end()) return;
-  const Holders& h = it->second;
-  if (h.b == kMany) {
-    const std::vector<Holder>& list = s.many.at(key);
-    out->insert(out->end(), list.begin(), list.end());
+  if (it->second != kMany) {
+    out->push_back(it->second);
     return;
   }
-  out->push_back(h.a);
-  if (h.b != 0) out->push_back(h.b);
+  const std::vector<Holder>& list = s.many.at(key);
+  out->insert(out->end(), list.begin(), list.end());
 }
 
 bool PlacementIndex::Holds(Holder holder, const BlockKey& key) const {
@@ -152,8 +157,8 @@ uint64_t PlacementIndex::replicas() const {
 
 uint64_t PlacementIndex::MemoryBytes() const {
   // A Swiss table holds capacity slots and capacity + 16 control bytes.
-  using KeySlot = std::pair<const BlockKey, Holders>;
-  using ManySlot = std::pair<const BlockKey, std::vector<Holder>>;
+  using KeySlot = std::pair<const Key, Holder>;
+  using ManySlot = std::pair<const Key, std::vector<Holder>>;
   uint64_t bytes = sizeof(*shards_);
   for (const Shard& s : *shards_) {
     absl::MutexLock lock(&s.mu);

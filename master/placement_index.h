@@ -8,17 +8,18 @@
 // cluster of 1,000 workers and 100 million block replicas (issue 22):
 //
 //   * Workers are small integers (`Membership` hands them out), not id
-//     strings, and a block's holders sit inline in its slot: one or two of
-//     them (nearly every block has exactly one, its ring owner); a block held
-//     by three or more moves its list to a side table.
-//   * A slot is the 16-byte key and 8 bytes of holders in an open-addressing
-//     (absl "Swiss") table: about 32 bytes a replica at the table's usual
-//     fill, against about 170 with a vector of id strings per key.
-//   * The table is split in 256 shards by the key's top byte, each with its
-//     own mutex. A report of a million blocks is inserted shard by shard, so
-//     a lookup waits for at most one shard's share of it (and one shard's
-//     rehash, 1/256 of the index) instead of the whole report, and reports
-//     from several workers go on in parallel on different shards.
+//     strings, and a block's holder sits inline in its slot (nearly every
+//     block has exactly one, its ring owner); a block held by two or more
+//     moves its list to a side table.
+//   * A slot is the 16-byte key, stored 4-byte aligned, and the 4-byte holder:
+//     20 bytes and a control byte in an open-addressing (absl "Swiss") table,
+//     which keeps between 7/16 and 7/8 of its slots full: 24 to 48 bytes a
+//     replica, against about 170 with a vector of id strings per key.
+//   * The table is split in 1,024 shards by the key's top bits, each with
+//     its own mutex. A report is inserted shard by shard, so a lookup waits
+//     for at most one shard's share of it (and one shard's rehash, 1/1,024
+//     of the index) instead of the whole report, and reports from several
+//     workers go on in parallel on different shards.
 //
 // Thread-safe.
 #ifndef LARDER_MASTER_PLACEMENT_INDEX_H_
@@ -61,22 +62,28 @@ class PlacementIndex {
   // Bytes the index's tables take, allocated capacity included.
   uint64_t MemoryBytes() const;
 
-  static constexpr int kShardBits = 8;
+  static constexpr int kShardBits = 10;
   static constexpr size_t kShards = size_t{1} << kShardBits;
 
  private:
-  // Holders inline: {a}, {a, b}, or, with b == kMany, the list in `many`.
-  struct Holders {
-    Holder a = 0;
-    Holder b = 0;
+  // A block key as stored: 4-byte aligned, so that a slot is 20 bytes.
+  struct Key {
+    explicit Key(const BlockKey& k);
+    uint32_t w[4];
+    friend bool operator==(const Key&, const Key&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine_contiguous(std::move(h), k.w, 4);
+    }
   };
+  // The slot's holder when the block has two or more: see `many`.
   static constexpr Holder kMany = ~Holder{0};
 
   struct alignas(64) Shard {
     mutable absl::Mutex mu;
-    absl::flat_hash_map<BlockKey, Holders> keys ABSL_GUARDED_BY(mu);
-    // The holders of blocks held by three or more workers.
-    absl::flat_hash_map<BlockKey, std::vector<Holder>> many ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<Key, Holder> keys ABSL_GUARDED_BY(mu);
+    // The holders of blocks held by two or more workers.
+    absl::flat_hash_map<Key, std::vector<Holder>> many ABSL_GUARDED_BY(mu);
     uint64_t replicas ABSL_GUARDED_BY(mu) = 0;
   };
 

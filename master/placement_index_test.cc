@@ -27,9 +27,10 @@ TEST(PlacementIndexTest, OneTwoAndManyHolders) {
   EXPECT_EQ(index.Add(1, {k}), 1u);
   EXPECT_EQ(index.Add(1, {k}), 0u);  // Already held.
   EXPECT_THAT(HoldersOf(index, k), ElementsAre(1u));
+  // A second holder moves the list aside; it comes back inline at one.
   EXPECT_EQ(index.Add(2, {k}), 1u);
+  EXPECT_EQ(index.Add(2, {k}), 0u);
   EXPECT_THAT(HoldersOf(index, k), UnorderedElementsAre(1u, 2u));
-  // A third and a fourth holder move the list aside; it comes back inline.
   EXPECT_EQ(index.Add(3, {k}), 1u);
   EXPECT_EQ(index.Add(4, {k}), 1u);
   EXPECT_EQ(index.Add(3, {k}), 0u);
@@ -43,7 +44,11 @@ TEST(PlacementIndexTest, OneTwoAndManyHolders) {
   EXPECT_FALSE(index.Holds(1, k));
   EXPECT_EQ(index.Remove(4, {k}), 1u);
   EXPECT_THAT(HoldersOf(index, k), ElementsAre(3u));
+  EXPECT_EQ(index.Remove(4, {k}), 0u);
+  EXPECT_EQ(index.Add(5, {k}), 1u);  // Aside again, and back.
   EXPECT_EQ(index.Remove(3, {k}), 1u);
+  EXPECT_THAT(HoldersOf(index, k), ElementsAre(5u));
+  EXPECT_EQ(index.Remove(5, {k}), 1u);
   EXPECT_THAT(HoldersOf(index, k), IsEmpty());
   EXPECT_EQ(index.replicas(), 0u);
   EXPECT_EQ(index.Remove(9, {BlockKey{1, 2}}), 0u);  // Never held.
