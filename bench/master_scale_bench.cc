@@ -12,6 +12,10 @@
 //      adds and removes each: the master's CPU.
 //   3. The clients call each RPC back to back for --rpc_seconds: the
 //      master's CPU per RPC.
+//   4. With --failover: the master restarts from its state directory (the
+//      ring restored, its workers without blocks); each worker's next
+//      heartbeat is answered "re-register" and all report again at once,
+//      with the clients calling.
 //
 // Prints the master's memory per block replica (its RSS, right after the
 // registrations and again after the heartbeats, and the index's own tables
@@ -19,6 +23,7 @@
 // W x B replicas.
 //
 //   build/bench/master_scale_bench --sweep=100x1000,1000x1000,10x1000000
+//   build/bench/master_scale_bench --sweep=1000x1000,10x1000000 --failover
 #include <grpcpp/create_channel.h>
 #include <unistd.h>
 
@@ -57,6 +62,9 @@ ABSL_FLAG(int, report_keys, 16384,
 ABSL_FLAG(double, client_rps, 300,
           "Client RPCs a second during the registrations, spread evenly over "
           "Locate, Stat and List.");
+ABSL_FLAG(bool, failover, false,
+          "Then restart the master from its state and time the workers' "
+          "re-registration, as after a failover.");
 ABSL_FLAG(double, rpc_seconds, 1,
           "Seconds of back-to-back calls per RPC "
           "kind for the master's CPU per RPC (0: skip).");
@@ -133,6 +141,7 @@ class Clients {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(30));
+    ctx.set_wait_for_ready(true);
     switch (kind) {
       case kLocate: {
         v1::LocateRequest req;
@@ -174,6 +183,12 @@ class Clients {
         if (stop_) break;
       }
       grpc::Status st = Call(kind, i);
+      // The first call on a restarted master's old connection fails; Larder's
+      // clients try again (the time counts).
+      for (int retry = 0;
+           retry < 3 && st.error_code() == grpc::StatusCode::UNAVAILABLE;
+           ++retry)
+        st = Call(kind, i);
       // Blocks are found once they are registered.
       if (!st.ok() &&
           !(st.error_code() == grpc::StatusCode::NOT_FOUND && !check_locate_)) {
@@ -211,6 +226,8 @@ struct Row {
   Clients::Result during;
   double heartbeat_cores = 0;
   double cpu_us[kKinds] = {};
+  double restart_s = 0, failover_s = 0;
+  Clients::Result after_failover;
   std::string error;
 };
 
@@ -220,6 +237,9 @@ std::unique_ptr<v1::Master::Stub> NewStub(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(-1);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Reconnect as Larder's own channels do after a master restart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return v1::Master::NewStub(grpc::CreateCustomChannel(
       address, grpc::InsecureChannelCredentials(), args));
 }
@@ -297,47 +317,76 @@ Row RunOne(int workers, int blocks) {
       rest[w].push_back(KeysToBytes(all.subspan(i, per)));
   }
 
-  // 1. Everyone re-registers at once, with clients calling meanwhile.
-  auto clients = std::make_unique<Clients>(stub.get(), &sample_keys,
-                                           absl::GetFlag(FLAGS_client_rps));
-  const absl::Time start = absl::Now();
+  // Every worker sends its whole report (after a heartbeat that must be
+  // answered "re-register", when `told` is set, as after a failover), all at
+  // once, while clients call. Returns the seconds it took, or sets
+  // row.error.
   std::atomic<int> failed{0};
   absl::Mutex mu;
   std::string first_error;
-  ForAllWorkers(workers, worker_stubs, [&](v1::Master::Stub& ws, int w) {
-    v1::RegisterWorkerResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::seconds(300));
-    grpc::Status st = ws.RegisterWorker(&ctx, requests[w], &resp);
-    for (size_t i = 0; st.ok() && i < rest[w].size(); ++i) {
-      v1::HeartbeatRequest req;
-      req.set_worker_id(requests[w].worker().id());
-      req.set_added_keys(std::move(rest[w][i]));
-      v1::HeartbeatResponse hb;
-      grpc::ClientContext hctx;
-      hctx.set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::seconds(300));
-      st = ws.Heartbeat(&hctx, req, &hb);
-      if (st.ok() && hb.reregister())
-        st = grpc::Status(grpc::StatusCode::INTERNAL, "told to re-register");
+  auto reregister_all = [&](bool told, Clients::Result* during) {
+    auto clients = std::make_unique<Clients>(stub.get(), &sample_keys,
+                                             absl::GetFlag(FLAGS_client_rps));
+    failed = 0;
+    const absl::Time start = absl::Now();
+    ForAllWorkers(workers, worker_stubs, [&](v1::Master::Stub& ws, int w) {
+      auto heartbeat = [&](std::string added, bool expect_reregister) {
+        v1::HeartbeatRequest req;
+        req.set_worker_id(requests[w].worker().id());
+        req.set_added_keys(std::move(added));
+        v1::HeartbeatResponse hb;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(300));
+        ctx.set_wait_for_ready(true);
+        grpc::Status st = ws.Heartbeat(&ctx, req, &hb);
+        if (st.ok() && hb.reregister() != expect_reregister) {
+          st = grpc::Status(grpc::StatusCode::INTERNAL,
+                            expect_reregister ? "not told to re-register"
+                                              : "told to re-register");
+        }
+        return st;
+      };
+      grpc::Status st;
+      // A call already on the restarted master's old connection fails
+      // UNAVAILABLE; a worker tries again (at its next heartbeat; here after
+      // 100 ms).
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        if (attempt > 0) absl::SleepFor(absl::Milliseconds(100));
+        st = grpc::Status::OK;
+        if (told) st = heartbeat("", true);
+        if (st.ok()) {
+          v1::RegisterWorkerResponse resp;
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(300));
+          ctx.set_wait_for_ready(true);
+          st = ws.RegisterWorker(&ctx, requests[w], &resp);
+        }
+        for (size_t i = 0; st.ok() && i < rest[w].size(); ++i)
+          st = heartbeat(rest[w][i], false);
+        if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+      }
+      if (!st.ok() && failed++ == 0) {
+        absl::MutexLock l(&mu);
+        first_error = absl::StrCat(st.error_code(), ": ", st.error_message());
+      }
+    });
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    *during = clients->Stop();
+    const char* phase = told ? "after the failover, " : "";
+    if (failed > 0) {
+      row.error = absl::StrCat(phase, failed.load(),
+                               " registrations failed: ", first_error);
+    } else if (during->errors > 0) {
+      row.error = absl::StrCat(phase, during->errors,
+                               " client RPCs failed: ", during->first_error);
     }
-    if (!st.ok() && failed++ == 0) {
-      absl::MutexLock l(&mu);
-      first_error = absl::StrCat(st.error_code(), ": ", st.error_message());
-    }
-  });
-  row.register_s = absl::ToDoubleSeconds(absl::Now() - start);
-  row.during = clients->Stop();
-  requests.clear();
-  rest.clear();
-  if (failed > 0) {
-    row.error =
-        absl::StrCat(failed.load(), " registrations failed: ", first_error);
-  } else if (row.during.errors > 0) {
-    row.error = absl::StrCat(row.during.errors,
-                             " client RPCs failed: ", row.during.first_error);
-  }
+    return seconds;
+  };
+
+  // 1. Everyone registers at once, with clients calling meanwhile.
+  row.register_s = reregister_all(false, &row.during);
   absl::SleepFor(absl::Milliseconds(500));
   const double replicas = static_cast<double>(workers) * blocks;
   row.rss_registered = (RssBytes(pid) - rss_before) / replicas;
@@ -400,6 +449,26 @@ Row RunOne(int workers, int blocks) {
       row.cpu_us[k] = (ProcessCpuSeconds(pid) - c0) * 1e6 / r.calls[k];
     if (r.errors > 0 && row.error.empty()) row.error = r.first_error;
   }
+
+  // 4. Failover: the master restarts from its state (the ring restored,
+  // every worker in it without blocks); each worker's next heartbeat is
+  // answered "re-register", and all send their reports at once.
+  if (absl::GetFlag(FLAGS_failover) && row.error.empty()) {
+    const absl::Time down = absl::Now();
+    absl::Status st = (*master)->Restart();
+    if (!st.ok()) {
+      row.error = absl::StrCat("restart: ", st.message());
+      return row;
+    }
+    row.restart_s = absl::ToDoubleSeconds(absl::Now() - down);
+    row.failover_s = reregister_all(true, &row.after_failover);
+    held = (*master)->Metric("larder_master_block_replicas");
+    if (row.error.empty() && (!held.ok() || *held != replicas)) {
+      row.error = absl::StrCat("after the failover the index holds ",
+                               held.ok() ? absl::StrCat(*held) : "?",
+                               " replicas, not ", replicas);
+    }
+  }
   return row;
 }
 
@@ -453,6 +522,24 @@ int main(int argc, char** argv) {
                 r.index_bytes, r.heartbeat_cores,
                 r.heartbeat_cores * 1e6 / r.workers, r.cpu_us[0], r.cpu_us[1],
                 r.cpu_us[2]);
+  }
+  if (absl::GetFlag(FLAGS_failover)) {
+    std::printf(
+        "\nFailover: the master restarted from its state; every worker told "
+        "to re-register by its next heartbeat:\n");
+    std::printf("%8s %9s %10s %9s %9s  %-20s  %-20s  %-20s\n", "WORKERS",
+                "BLOCKS", "REPLICAS", "RESTART", "REREG", "LOCATE p50/p99 ms",
+                "STAT p50/p99 ms", "LIST p50/p99 ms");
+    for (const Row& r : rows) {
+      std::printf("%8d %9d %10lld %8.2fs %8.2fs ", r.workers, r.blocks,
+                  static_cast<long long>(r.workers) * r.blocks, r.restart_s,
+                  r.failover_s);
+      for (int k = 0; k < larder::bench::kKinds; ++k) {
+        std::printf(" %9.2f / %-8.2f", r.after_failover.p50_ms[k],
+                    r.after_failover.p99_ms[k]);
+      }
+      std::printf("\n");
+    }
   }
   return 0;
 }
