@@ -19,19 +19,22 @@ Membership::Membership(absl::Duration heartbeat_timeout, int vnodes,
               : std::max(1, static_cast<int>(
                                 std::thread::hardware_concurrency() / 2))) {}
 
-void Membership::BeginReport() {
-  absl::MutexLock lock(&gate_mu_);
-  gate_mu_.Await(absl::Condition(
+Membership::ReportTurn::ReportTurn(Membership* m, bool take)
+    : m_(take ? m : nullptr) {
+  if (m_ == nullptr) return;
+  absl::MutexLock lock(&m_->gate_mu_);
+  m_->gate_mu_.Await(absl::Condition(
       +[](Membership* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->gate_mu_) {
         return m->reports_running_ < m->concurrent_reports_;
       },
-      this));
-  ++reports_running_;
+      m_));
+  ++m_->reports_running_;
 }
 
-void Membership::EndReport() {
-  absl::MutexLock lock(&gate_mu_);
-  --reports_running_;
+Membership::ReportTurn::~ReportTurn() {
+  if (m_ == nullptr) return;
+  absl::MutexLock lock(&m_->gate_mu_);
+  --m_->reports_running_;
 }
 
 Membership::Worker* Membership::FindOrAdd(const std::string& id) {
@@ -92,14 +95,15 @@ void Membership::Compact(Worker& w) {
 uint64_t Membership::Register(const v1::WorkerInfo& info,
                               std::vector<BlockKey> blocks, absl::Time now) {
   Worker* w = FindOrAdd(info.id());
-  BeginReport();
   absl::MutexLock report(&w->report_mu);
-  // The full report replaces what we knew. Lookups go on meanwhile: the
-  // index locks one shard at a time.
-  Forget(*w);
-  w->held = index_.Add(w->holder, blocks);
-  AddReported(*w, std::move(blocks));
-  EndReport();
+  {
+    // The full report replaces what we knew. Lookups go on meanwhile: the
+    // index locks one shard at a time.
+    ReportTurn turn(this, true);
+    Forget(*w);
+    w->held = index_.Add(w->holder, blocks);
+    AddReported(*w, std::move(blocks));
+  }
   absl::MutexLock lock(&mu_);
   const bool changed = !w->alive || w->info.address() != info.address() ||
                        w->info.capacity_bytes() != info.capacity_bytes();
@@ -132,22 +136,17 @@ bool Membership::Heartbeat(const std::string& id, std::vector<BlockKey> added,
     w->last_heartbeat = now;
   }
   if (added.empty() && removed.empty()) return true;
-  const bool large = added.size() + removed.size() > kLargeReport;
-  if (large) BeginReport();
   absl::MutexLock report(&w->report_mu);
-  bool known;
   {
     // Expired or restored since: what it holds is no longer tracked.
     absl::MutexLock lock(&mu_);
-    known = w->alive && !w->report_pending;
+    if (!w->alive || w->report_pending) return false;
   }
-  if (known) {
-    w->held += index_.Add(w->holder, added);
-    w->held -= index_.Remove(w->holder, removed);
-    AddReported(*w, std::move(added));
-  }
-  if (large) EndReport();
-  return known;
+  ReportTurn turn(this, added.size() + removed.size() > kLargeReport);
+  w->held += index_.Add(w->holder, added);
+  w->held -= index_.Remove(w->holder, removed);
+  AddReported(*w, std::move(added));
+  return true;
 }
 
 void Membership::Restore(const v1::Ring& ring, absl::Time now) {

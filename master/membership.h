@@ -126,9 +126,18 @@ class Membership {
   // Builds ring_workers_ and ring_members_ if the live set changed since.
   void BuildRingLists() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Waits for a turn to apply a large report; released by EndReport().
-  void BeginReport() ABSL_LOCKS_EXCLUDED(gate_mu_);
-  void EndReport() ABSL_LOCKS_EXCLUDED(gate_mu_);
+  // A turn to apply a large report (one of concurrent_reports_), held for
+  // the guard's life; `take` false: no turn (a small report).
+  class ReportTurn {
+   public:
+    ReportTurn(Membership* m, bool take);
+    ~ReportTurn();
+    ReportTurn(const ReportTurn&) = delete;
+    ReportTurn& operator=(const ReportTurn&) = delete;
+
+   private:
+    Membership* const m_;
+  };
 
   const absl::Duration timeout_;
   const int vnodes_;

@@ -147,11 +147,31 @@ TEST(MembershipTest, ConcurrentReportsExpiryAndLookupsAgree) {
       }
     });
   }
+  // Every report and heartbeat is stamped t0: at t0 + 15 s the reaper
+  // expires whoever is alive, while they report again.
+  std::atomic<bool> reported{false};
   std::thread reaper([&] {
-    for (int i = 0; i < 50; ++i) m.Expire(t0 + absl::Seconds(5));
+    while (!reported) m.Expire(t0 + absl::Seconds(15));
   });
   for (auto& t : threads) t.join();
+  reported = true;
   reaper.join();
+  // Whoever the race left alive holds its last report (and maybe the
+  // heartbeat after it: one key in, one out); whoever it left dead, nothing.
+  uint64_t total = 0;
+  for (const auto& [info, alive] : m.Workers()) {
+    const uint64_t held = m.BlocksOf(info.id());
+    total += held;
+    const int w = info.id()[1] - '0';
+    if (alive) {
+      EXPECT_EQ(held, 5000u) << info.id();
+      EXPECT_EQ(m.Locate(reports[w][3]), std::vector<std::string>{info.id()});
+    } else {
+      EXPECT_EQ(held, 0u) << info.id();
+      EXPECT_TRUE(m.Locate(reports[w][3]).empty()) << info.id();
+    }
+  }
+  EXPECT_EQ(m.replicas(), total);
   // Odd workers die; even ones report once more.
   for (int w = 0; w < kWorkers; w += 2)
     m.Register(Info("w" + std::to_string(w)), reports[w],

@@ -131,19 +131,15 @@ void PlacementIndex::Find(const BlockKey& block,
   out->insert(out->end(), list.begin(), list.end());
 }
 
-bool PlacementIndex::Holds(Holder holder, const BlockKey& key) const {
-  std::vector<Holder> holders;
-  Find(key, &holders);
-  return std::find(holders.begin(), holders.end(), holder) != holders.end();
-}
-
-void PlacementIndex::Clear() {
-  for (Shard& s : *shards_) {
-    absl::MutexLock lock(&s.mu);
-    decltype(s.keys)().swap(s.keys);  // clear() may keep the capacity.
-    decltype(s.many)().swap(s.many);
-    s.replicas = 0;
-  }
+bool PlacementIndex::Holds(Holder holder, const BlockKey& block) const {
+  const Key key(block);
+  const Shard& s = (*shards_)[ShardOf(block)];
+  absl::MutexLock lock(&s.mu);
+  auto it = s.keys.find(key);
+  if (it == s.keys.end()) return false;
+  if (it->second != kMany) return it->second == holder;
+  const std::vector<Holder>& list = s.many.at(key);
+  return std::find(list.begin(), list.end(), holder) != list.end();
 }
 
 uint64_t PlacementIndex::replicas() const {

@@ -54,8 +54,6 @@ class PlacementIndex {
   // Appends the holders of `key` to `out`.
   void Find(const BlockKey& key, std::vector<Holder>* out) const;
   bool Holds(Holder holder, const BlockKey& key) const;
-  // Forgets everything.
-  void Clear();
 
   // Block replicas held (a block on two workers counts twice).
   uint64_t replicas() const;

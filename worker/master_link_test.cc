@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "master/master.h"
 #include "tests/testing/process.h"
+#include "tests/testing/worker_process.h"
 #include "worker/testing/memory_store.h"
 
 namespace larder {
@@ -22,8 +23,10 @@ class MasterLinkTest : public ::testing::Test {
     MasterOptions o;
     o.listen = "127.0.0.1:0";
     o.state_dir = dir_.path();
-    o.ops_listen = "";
-    o.heartbeat_interval = absl::Milliseconds(100);
+    o.ops_listen = "127.0.0.1:0";
+    // Long, so that the requests counted below are the parts of one report
+    // or one heartbeat, not periodic heartbeats.
+    o.heartbeat_interval = absl::Seconds(3);
     auto master = Master::Start(o);
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
@@ -63,6 +66,14 @@ class MasterLinkTest : public ::testing::Test {
     return n;
   }
 
+  // RegisterWorker or Heartbeat requests the master has answered.
+  double Requests(const std::string& method) {
+    absl::StatusOr<double> n = testing::ScrapeMetric(
+        master_->ops_port(),
+        absl::StrCat("larder_master_rpcs_total{method=\"", method, "\"}"));
+    return n.ok() ? *n : -1;
+  }
+
   std::unique_ptr<MasterLink> Link(size_t keys_per_request) {
     MasterLink::Options o;
     o.master = absl::StrCat("127.0.0.1:", master_->port());
@@ -93,12 +104,16 @@ TEST_F(MasterLinkTest, ReportsAndHeartbeatsLargerThanARequestGoInParts) {
   ASSERT_TRUE(
       testing::WaitFor([&] { return Located(keys) == 10; }, absl::Seconds(10)))
       << Located(keys) << " of 10 blocks placed";
-  // Seven more: one heartbeat's changes in three requests.
+  EXPECT_EQ(Requests("RegisterWorker"), 1);
+  EXPECT_EQ(Requests("Heartbeat"), 3);
+  // Seven more: the next heartbeat's changes, in three requests.
   const std::vector<BlockKey> more = Cache(7);
   keys.insert(keys.end(), more.begin(), more.end());
   ASSERT_TRUE(
       testing::WaitFor([&] { return Located(keys) == 17; }, absl::Seconds(10)))
       << Located(keys) << " of 17 blocks placed";
+  EXPECT_EQ(Requests("RegisterWorker"), 1);
+  EXPECT_EQ(Requests("Heartbeat"), 6);
 }
 
 TEST_F(MasterLinkTest, MalformedKeysAreRefusedByName) {
