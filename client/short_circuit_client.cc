@@ -2,6 +2,7 @@
 #include "client/short_circuit_client.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -65,15 +66,40 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
     return;
   }
   size_t next_fd = 0;
-  for (const auto& g : resp.grants()) {
+  for (int k = 0; k < resp.grants_size(); ++k) {
+    const v1::ShortCircuitGrant& g = resp.grants(k);
     if (g.code() != 0) {
       out->push_back(
           absl::Status(static_cast<absl::StatusCode>(g.code()), g.message()));
-    } else {
-      out->push_back(Lease{fds[next_fd++], g.offset(), g.length(), g.lease_id(),
-                           g.source()});
+      continue;
     }
+    Lease l{fds[next_fd++], g.offset(), g.length(), g.lease_id(), g.source()};
+    if (absl::Status bad = CheckGrant(l, whole_object ? nullptr : &ids[k]);
+        !bad.ok()) {
+      ::close(l.fd);
+      out->push_back(bad);
+      continue;
+    }
+    out->push_back(std::move(l));
   }
+}
+
+absl::Status ShortCircuitClient::CheckGrant(const Lease& lease,
+                                            const BlockId* asked) {
+  struct stat st;
+  if (::fstat(lease.fd, &st) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "short-circuit grant with a bad descriptor: ", std::strerror(errno)));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (!S_ISREG(st.st_mode) || lease.offset > size ||
+      lease.length > size - lease.offset ||
+      (asked != nullptr && lease.length != asked->length())) {
+    return absl::InternalError(absl::StrCat(
+        "short-circuit grant of ", lease.length, " bytes at ", lease.offset,
+        " does not fit its ", size, "-byte memfd or the block asked for"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ShortCircuitClient::Lease> ShortCircuitClient::Open(

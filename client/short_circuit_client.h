@@ -83,6 +83,10 @@ class ShortCircuitClient {
   void OpenChunk(const BlockId* ids, size_t n, absl::Duration lease,
                  std::vector<absl::StatusOr<Lease>>* out,
                  bool whole_object = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Internal unless the granted range lies within its descriptor's file and
+  // (when `asked` is given) is as long as the block asked for: a worker's
+  // grant is checked before a byte is mapped or read through it.
+  static absl::Status CheckGrant(const Lease& lease, const BlockId* asked);
   absl::Mutex mu_;
   int sock_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> refused_{false};

@@ -46,6 +46,23 @@ std::string BlockId::DebugString() const {
 
 absl::Status BlockId::Validate() const {
   if (mount.empty()) return absl::InvalidArgumentError("block has no mount");
+  if (path.empty()) return absl::InvalidArgumentError("block has no path");
+  if (version.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block ", DebugString(), " has no version (a version is required)"));
+  }
+  if (version.size() > kMaxVersionBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", DebugString(), ": version of ", version.size(),
+                     " bytes (at most ", kMaxVersionBytes, ")"));
+  }
+  for (char c : version) {
+    if (c < '!' || c > '~' || c == '"') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block ", DebugString(),
+          ": version has a byte that is not a printable token character"));
+    }
+  }
   if (block_size == 0 || block_size > (1ull << 30)) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad block size ", block_size, " (1 B to 1 GiB)"));
@@ -56,6 +73,36 @@ absl::Status BlockId::Validate() const {
                      object_size, ", block size ", block_size, ")"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace larder
+
+namespace larder {
+
+absl::Status CheckSameBlock(const BlockId& held, const BlockId& asked) {
+  if (held.object_size == asked.object_size && held.version == asked.version &&
+      held.index == asked.index && held.block_size == asked.block_size &&
+      held.path == asked.path && held.mount == asked.mount)
+    return absl::OkStatus();
+  if (held.object_size != asked.object_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "block ", asked.DebugString(), ": the object is ", held.object_size,
+        " bytes, not ", asked.object_size, " as the request says"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("block ", asked.DebugString(),
+                   ": the request does not describe the cached block (",
+                   held.DebugString(), " version ", held.version, ")"));
+}
+
+absl::StatusOr<ByteRange> RangeWithin(uint64_t held, uint64_t offset,
+                                      uint64_t length) {
+  if (offset > held) {
+    return absl::OutOfRangeError(
+        absl::StrCat("offset ", offset, " beyond a block of ", held, " bytes"));
+  }
+  const uint64_t left = held - offset;
+  return ByteRange{offset, offset + std::min(length, left)};
 }
 
 }  // namespace larder

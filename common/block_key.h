@@ -19,6 +19,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/hash.h"
 
 namespace larder {
@@ -59,13 +60,41 @@ struct BlockId {
   uint64_t length() const;
   // "mount/path#index" for logs and errors.
   std::string DebugString() const;
-  // InvalidArgument if the block lies beyond the object or fields are empty.
+  // InvalidArgument if the block lies beyond the object, a field is empty,
+  // or the version is not a bounded printable token (kMaxVersionBytes of
+  // '!'..'~' without '"': it travels in If-Match headers).
   absl::Status Validate() const;
 };
 
+// Longest object version a block may name.
+inline constexpr size_t kMaxVersionBytes = 1024;
+
+// FailedPrecondition unless `held` (a block the worker cached, whose object
+// size and version its own fetch saw) is the block that `asked` names: the
+// same object, version, block size, index and object size. A request that
+// describes a cached block wrongly is refused; it never reads, replaces or
+// deletes what is held.
+absl::Status CheckSameBlock(const BlockId& held, const BlockId& asked);
+
+// A byte range [begin, end) within a block.
+struct ByteRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t size() const { return end - begin; }
+};
+
+// The part [offset, offset + length) of a block that holds `held` bytes,
+// clipped to its end (pass UINT64_MAX for "to the end"). The one place where a
+// requested range meets the bytes actually held: every read path (gRPC,
+// short-circuit, batch, NVMe) bounds its request with it, so no sum wraps
+// and no range leaves the block. Errors: OutOfRange (offset > held).
+absl::StatusOr<ByteRange> RangeWithin(uint64_t held, uint64_t offset,
+                                      uint64_t length);
+
 // Number of blocks of an object (0 for an empty object).
 inline uint64_t BlockCount(uint64_t object_size, uint64_t block_size) {
-  return (object_size + block_size - 1) / block_size;
+  // Not (size + block_size - 1) / block_size: that wraps near 2^64.
+  return object_size / block_size + (object_size % block_size != 0);
 }
 
 }  // namespace larder

@@ -5,9 +5,11 @@
 // full NVMe directory, single-flight across RPCs, graceful SIGTERM.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
@@ -40,6 +43,17 @@ constexpr uint64_t kObjectSize =
     2 * kBlock + 123457;  // Three blocks, the last one short.
 
 using testing::PatternBytes;
+
+// The block files of an NVMe directory.
+std::vector<std::string> BlockFiles(const std::string& nvme) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(nvme + "/blocks", ec)) {
+    if (e.is_regular_file()) files.push_back(e.path().string());
+  }
+  return files;
+}
 
 class WorkerTest : public ::testing::Test {
  protected:
@@ -280,15 +294,7 @@ TEST_F(WorkerTest, KilledWorkerRestartsWarmFromNvme) {
   }
   // NVMe writes are asynchronous: wait until all three blocks are on disk.
   ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        int files = 0;
-        for (const auto& e : std::filesystem::recursive_directory_iterator(
-                 nvme_.path() + "/blocks")) {
-          files += e.is_regular_file();
-        }
-        return files == 3;
-      },
-      absl::Seconds(10)));
+      [&] { return BlockFiles(nvme_.path()).size() == 3; }, absl::Seconds(10)));
   const int gets_before = s3_->CountRequests("shard-0.bin 206");
   worker->Kill(SIGKILL);
   ASSERT_TRUE(worker->Restart().ok());
@@ -310,11 +316,7 @@ TEST_F(WorkerTest, CorruptBlockFileIsNeverServed) {
   std::vector<std::string> files;
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        files.clear();
-        for (const auto& e : std::filesystem::recursive_directory_iterator(
-                 nvme_.path() + "/blocks")) {
-          if (e.is_regular_file()) files.push_back(e.path().string());
-        }
+        files = BlockFiles(nvme_.path());
         return files.size() == 3;
       },
       absl::Seconds(10)));
@@ -362,7 +364,8 @@ TEST_F(WorkerTest, RealEnospcOnTheNvmeDirectoryDegradesToRamOnly) {
   // A 6 MiB tmpfs that the worker believes holds 1 GiB: the second block
   // file hits ENOSPC for real.
   testing::TempDir small;
-  if (::mount("tmpfs", small.path().c_str(), "tmpfs", 0, "size=6m") != 0) {
+  if (::mount("tmpfs", small.path().c_str(), "tmpfs", 0, "size=6m,mode=0700") !=
+      0) {
     GTEST_SKIP() << "cannot mount a tmpfs (needs root): "
                  << std::strerror(errno);
   }
@@ -517,6 +520,202 @@ TEST_F(WorkerTest, SigtermStopsGracefully) {
   auto log = testing::ReadFile(worker->log_path());
   EXPECT_THAT(*log, ::testing::HasSubstr("worker.stopped"));
   EXPECT_FALSE(std::filesystem::exists(worker->socket_path()));
+}
+
+// ---------------------------------------------------------------------------
+// A reader who speaks the wire protocol directly: the worker serves a block
+// only as the under-store describes it and never a byte outside it.
+
+// One raw ReadBlock: the bytes streamed and the final status.
+struct RawRead {
+  grpc::Status status;
+  std::string bytes;
+};
+RawRead ReadBlockRaw(const std::string& address, const BlockId& id,
+                     uint64_t offset, uint64_t length) {
+  auto stub = v1::WorkerData::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  v1::ReadBlockRequest req;
+  ToProto(id, req.mutable_block());
+  req.set_offset(offset);
+  req.set_length(length);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  RawRead out;
+  auto reader = stub->ReadBlock(&ctx, req);
+  v1::ReadBlockResponse resp;
+  while (reader->Read(&resp)) out.bytes += resp.data();
+  out.status = reader->Finish();
+  return out;
+}
+
+TEST_F(WorkerTest, NoRangeReadsOutsideTheBlock) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  for (uint64_t index : {0, 2}) {  // A full block and the short last one.
+    const BlockId id = Block(index);
+    const uint64_t len = id.length();
+    const std::string block = data_.substr(index * kBlock, len);
+    const uint64_t kMax = ~uint64_t{0};
+    for (uint64_t offset :
+         {uint64_t{0}, uint64_t{1}, len - 1, len, len + 1, kBlock, kBlock + 1,
+          uint64_t{1} << 63, kMax - len, kMax - 1, kMax}) {
+      for (uint64_t length :
+           {uint64_t{0}, uint64_t{1}, len - 1, len, len + 1, kMax - offset,
+            kMax - offset + 1, kMax - 1, kMax}) {
+        SCOPED_TRACE(absl::StrCat("block ", index, " offset ", offset,
+                                  " length ", length));
+        RawRead r = ReadBlockRaw(worker->address(), id, offset, length);
+        if (offset > len) {
+          EXPECT_EQ(r.status.error_code(), grpc::StatusCode::OUT_OF_RANGE)
+              << r.status.error_message();
+          EXPECT_EQ(r.bytes, "");
+          continue;
+        }
+        ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+        const uint64_t want =
+            length == 0 ? len - offset : std::min(length, len - offset);
+        EXPECT_EQ(r.bytes.size(), want);
+        EXPECT_TRUE(r.bytes == block.substr(offset, want));
+      }
+    }
+  }
+  // The worker is alive and exact.
+  WorkerClient client(worker->address());
+  EXPECT_TRUE(ReadAllGrpc(client) == data_);
+}
+
+TEST_F(WorkerTest, AWrongObjectSizeIsRefusedAndChangesNothing) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  BlockId shorter = Block(2);
+  shorter.object_size = kObjectSize - 1000;
+  BlockId longer = Block(2);
+  longer.object_size = kObjectSize + kBlock / 2;
+  BlockId longer_full = Block(0);  // Block 0 is full either way.
+  longer_full.object_size = kObjectSize + 5;
+  auto expect_refused = [&](const BlockId& id, const char* when) {
+    SCOPED_TRACE(when);
+    RawRead r = ReadBlockRaw(worker->address(), id, 0, 0);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << r.status.error_message();
+    EXPECT_EQ(r.bytes, "");
+  };
+  // Cold: the worker's own fetch sees the real size and caches nothing.
+  expect_refused(shorter, "cold, shorter");
+  expect_refused(longer, "cold, longer");
+  expect_refused(longer_full, "cold, full block, longer");
+  EXPECT_EQ(*worker->Metric("larder_worker_under_store_bytes_total"), 0);
+  WorkerClient client(worker->address());
+  std::vector<std::string> sources;
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("under_store"));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return BlockFiles(nvme_.path()).size() == 3; }, absl::Seconds(10)));
+  // Warm in RAM: refused, the honest read still comes from RAM.
+  expect_refused(shorter, "ram, shorter");
+  expect_refused(longer, "ram, longer");
+  expect_refused(longer_full, "ram, full block, longer");
+  auto sc = ShortCircuitClient::Connect(worker->socket_path());
+  ASSERT_TRUE(sc.ok());
+  EXPECT_EQ((*sc)->Open(longer).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*sc)->OpenObject(longer).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  sources.clear();
+  EXPECT_TRUE(ReadAllGrpc(client, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("ram"));
+  // Warm on NVMe only (a restarted worker): refused, and the file stays.
+  worker->Kill(SIGKILL);
+  ASSERT_TRUE(worker->Restart().ok());
+  expect_refused(shorter, "nvme, shorter");
+  expect_refused(longer, "nvme, longer");
+  EXPECT_EQ(BlockFiles(nvme_.path()).size(), 3u);
+  WorkerClient again(worker->address());
+  sources.clear();
+  EXPECT_TRUE(ReadAllGrpc(again, &sources) == data_);
+  EXPECT_THAT(sources, ::testing::Each("nvme"));
+  EXPECT_EQ(*worker->Metric("larder_worker_checksum_failures_total"), 0);
+}
+
+TEST_F(WorkerTest, VersionsAreValidatedAndRequired) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  for (const std::string& version :
+       {std::string(""), absl::StrCat(version_, "\r\nX-Injected: 1"),
+        absl::StrCat(version_, "\""), std::string(2000, 'a'),
+        std::string("a b"), std::string("v\0x", 3)}) {
+    BlockId id = Block(0);
+    id.version = version;
+    RawRead r = ReadBlockRaw(worker->address(), id, 0, 10);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << absl::CEscape(version) << ": " << r.status.error_message();
+  }
+  // Nothing reached the store.
+  EXPECT_EQ(s3_->CountRequests("shard-0.bin 206"), 0);
+}
+
+TEST_F(WorkerTest, BlockFilesAreTheWorkersAlone) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address());
+  ASSERT_TRUE(ReadAllGrpc(client) == data_);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return BlockFiles(nvme_.path()).size() == 3; }, absl::Seconds(10)));
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(nvme_.path())) {
+    struct stat st;
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, e.is_directory() ? 0700u : 0600u) << e.path();
+  }
+  for (const std::string& f : BlockFiles(nvme_.path())) {
+    testing::Shell cat = testing::Sh(absl::StrCat(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups -- cat ", f,
+        " >/dev/null 2>&1"));
+    EXPECT_NE(cat.code, 0) << f;
+  }
+  worker->Kill(SIGTERM);
+  // A cache directory that others may write to: the worker refuses to start.
+  ASSERT_EQ(::chmod(nvme_.path().c_str(), 0777), 0);
+  testing::Shell refused = testing::Sh(absl::StrCat(
+      "timeout 30 ", LARDER_CLI_BINARY, " worker --nvme=", nvme_.path(),
+      ":256MiB --nvme_reserve=0 --listen=127.0.0.1:0",
+      " --metrics_listen=127.0.0.1:0 --short_circuit_socket=", nvme_.path(),
+      ".sock 2>&1"));
+  EXPECT_NE(refused.code, 0) << refused.out;
+  EXPECT_THAT(refused.out, ::testing::HasSubstr("writable by others"));
+  ASSERT_EQ(::chmod(nvme_.path().c_str(), 0700), 0);
+}
+
+// The kubelet's liveness probe reads /healthz: connections that send
+// nothing must not starve it (it would restart the worker, losing its RAM).
+TEST_F(WorkerTest, HealthzAnswersUnderIdleConnections) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  std::vector<int> idle;
+  absl::Cleanup close_all = [&] {
+    for (int fd : idle) ::close(fd);
+  };
+  for (int i = 0; i < 10; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(worker->metrics_port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+              0);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // Let the server take them all.
+  for (int round = 0; round < 3; ++round) {
+    const absl::Time start = absl::Now();
+    testing::Shell r = testing::Sh(absl::StrCat(
+        "curl -sS -m 1 http://127.0.0.1:", worker->metrics_port(), "/healthz"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out, "ok\n");
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  }
 }
 
 }  // namespace

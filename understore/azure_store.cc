@@ -331,9 +331,11 @@ absl::StatusOr<ListPage> AzureStore::List(absl::string_view dir,
   return page;
 }
 
-absl::StatusOr<size_t> AzureStore::ReadRange(
-    absl::string_view path, uint64_t offset, absl::Span<char> buffer,
-    absl::string_view expected_version) {
+absl::StatusOr<size_t> AzureStore::ReadRange(absl::string_view path,
+                                             uint64_t offset,
+                                             absl::Span<char> buffer,
+                                             absl::string_view expected_version,
+                                             uint64_t* object_size) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
   if (rel.empty())
     return absl::InvalidArgumentError(
@@ -359,6 +361,15 @@ absl::StatusOr<size_t> AzureStore::ReadRange(
           }
           if (r.status == 200 && offset != 0)
             return absl::InternalError("server ignored x-ms-range");
+          if (object_size != nullptr) {
+            std::optional<uint64_t> size = ObjectSizeOf(r);
+            if (!size) {
+              return absl::UnavailableError(
+                  absl::StrCat("Azure read of ", Describe(blob),
+                               ": the response does not say the blob's size"));
+            }
+            *object_size = *size;
+          }
           result = r.sink_bytes;
           return absl::OkStatus();
         }
@@ -369,6 +380,7 @@ absl::StatusOr<size_t> AzureStore::ReadRange(
                 "Azure read of ", Describe(blob), ": the blob changed"));
           }
           if (offset == info.size) {
+            if (object_size != nullptr) *object_size = info.size;
             result = 0;
             return absl::OkStatus();
           }

@@ -51,9 +51,11 @@ class AzureStore final : public UnderStore {
   absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override;
   absl::StatusOr<ListPage> List(absl::string_view dir,
                                 const ListOptions& options) override;
+  using UnderStore::ReadRange;
   absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
                                    absl::Span<char> buffer,
-                                   absl::string_view expected_version) override;
+                                   absl::string_view expected_version,
+                                   uint64_t* object_size) override;
 
   // Uploads a block blob (tests and tools stage data with it).
   absl::StatusOr<std::string> Put(absl::string_view path,

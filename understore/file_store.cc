@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -229,52 +228,84 @@ absl::StatusOr<ListPage> FileStore::List(absl::string_view dir,
     return InfoOf(rel, st);
   };
 
-  // Depth-first walk in component order. `token` holds the remaining
-  // components of the page token below this directory.
-  std::function<absl::Status(int, const std::string&,
-                             std::span<const std::string>)>
-      walk;
-  walk = [&](int dir_fd, const std::string& rel,
-             std::span<const std::string> token) -> absl::Status {
-    LARDER_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                            SortedNames(::dup(dir_fd), rel));
-    auto it = names.begin();
-    if (!token.empty())
-      it = std::lower_bound(names.begin(), names.end(), token[0]);
-    for (; it != names.end() && page.entries.size() < want; ++it) {
-      const std::string& name = *it;
-      const bool at_token = !token.empty() && name == token[0];
-      if (at_token && token.size() == 1)
-        continue;  // Returned on the previous page.
-      std::string child = JoinStorePath(rel, name);
-      bool is_symlink = false;
-      std::optional<ObjectInfo> info =
-          describe(dir_fd, child, name, &is_symlink);
-      if (!info) continue;
-      if (!options.recursive) {
-        page.entries.push_back(std::move(*info));
-        continue;
-      }
-      if (!info->is_dir) {
-        if (!at_token) page.entries.push_back(std::move(*info));
-        continue;
-      }
-      if (is_symlink) continue;  // No cycles through symlinked directories.
-      int child_fd = ::openat(dir_fd, name.c_str(),
-                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (child_fd < 0) continue;  // Vanished or unreadable: skip, like `find`.
-      absl::Cleanup close_child = [child_fd] { ::close(child_fd); };
-      LARDER_RETURN_IF_ERROR(
-          walk(child_fd, child,
-               at_token ? token.subspan(1) : std::span<const std::string>()));
+  // Depth-first walk in component order, with an explicit stack (one frame
+  // per open directory, at most kMaxRecursiveListDepth + 1 of them): a deep
+  // chain of directories can neither overflow the thread's stack nor exhaust
+  // the descriptors. `token` holds the components of the page token below
+  // the frame's directory while the walk is still on the token's path.
+  struct Frame {
+    int fd;  // Owned, O_RDONLY | O_DIRECTORY.
+    std::string rel;
+    int depth;  // rel_dir is 0.
+    std::vector<std::string> names;
+    std::vector<std::string>::const_iterator next;
+    std::span<const std::string> token;
+  };
+  std::vector<Frame> stack;
+  absl::Cleanup close_all = [&stack] {
+    for (const Frame& f : stack) ::close(f.fd);
+  };
+  // Takes ownership of `fd`.
+  auto push = [&](int fd, std::string rel, int depth,
+                  std::span<const std::string> token) -> absl::Status {
+    absl::StatusOr<std::vector<std::string>> names =
+        SortedNames(::dup(fd), rel);
+    if (!names.ok()) {
+      ::close(fd);
+      return names.status();
     }
+    stack.push_back(
+        Frame{fd, std::move(rel), depth, std::move(*names), {}, token});
+    Frame& f = stack.back();
+    f.next = token.empty()
+                 ? f.names.cbegin()
+                 : std::lower_bound(f.names.cbegin(), f.names.cend(), token[0]);
     return absl::OkStatus();
   };
 
   LARDER_ASSIGN_OR_RETURN(int dir_fd,
                           OpenBeneath(rel_dir, O_RDONLY | O_DIRECTORY));
-  absl::Cleanup close_dir = [dir_fd] { ::close(dir_fd); };
-  LARDER_RETURN_IF_ERROR(walk(dir_fd, rel_dir, token_parts));
+  LARDER_RETURN_IF_ERROR(push(dir_fd, rel_dir, 0, token_parts));
+  while (!stack.empty() && page.entries.size() < want) {
+    Frame& f = stack.back();
+    if (f.next == f.names.cend()) {
+      ::close(f.fd);
+      stack.pop_back();
+      continue;
+    }
+    const std::string& name = *f.next++;
+    const bool at_token = !f.token.empty() && name == f.token[0];
+    if (at_token && f.token.size() == 1)
+      continue;  // Returned on the previous page.
+    std::string child = JoinStorePath(f.rel, name);
+    bool is_symlink = false;
+    std::optional<ObjectInfo> info = describe(f.fd, child, name, &is_symlink);
+    if (!info) continue;
+    if (!options.recursive) {
+      page.entries.push_back(std::move(*info));
+      continue;
+    }
+    if (!info->is_dir) {
+      if (!at_token) page.entries.push_back(std::move(*info));
+      continue;
+    }
+    if (is_symlink) continue;  // No cycles through symlinked directories.
+    if (f.depth + 1 > kMaxRecursiveListDepth) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "recursive listing of '", rel_dir, "' stopped at '", child,
+          "': the tree is deeper than ", kMaxRecursiveListDepth,
+          " levels below the directory listed; list a deeper directory "
+          "instead"));
+    }
+    int child_fd = ::openat(f.fd, name.c_str(),
+                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child_fd < 0) continue;  // Vanished or unreadable: skip, like `find`.
+    const int depth = f.depth + 1;
+    std::span<const std::string> below =
+        at_token ? f.token.subspan(1) : std::span<const std::string>();
+    // `f` dangles once push() grows the stack.
+    LARDER_RETURN_IF_ERROR(push(child_fd, std::move(child), depth, below));
+  }
 
   if (page.entries.size() > page_size) {
     page.entries.resize(page_size);
@@ -285,9 +316,11 @@ absl::StatusOr<ListPage> FileStore::List(absl::string_view dir,
   return page;
 }
 
-absl::StatusOr<size_t> FileStore::ReadRange(
-    absl::string_view path, uint64_t offset, absl::Span<char> buffer,
-    absl::string_view expected_version) {
+absl::StatusOr<size_t> FileStore::ReadRange(absl::string_view path,
+                                            uint64_t offset,
+                                            absl::Span<char> buffer,
+                                            absl::string_view expected_version,
+                                            uint64_t* object_size) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
   LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_RDONLY));
   absl::Cleanup close_fd = [fd] { ::close(fd); };
@@ -307,6 +340,7 @@ absl::StatusOr<size_t> FileStore::ReadRange(
     return absl::OutOfRangeError(absl::StrCat("read of '", rel, "' at ", offset,
                                               " beyond its size ", size));
   }
+  if (object_size != nullptr) *object_size = size;
   const size_t want =
       static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - offset));
   size_t done = 0;

@@ -22,7 +22,9 @@
 //
 // Listing order is per path component, bytewise; page tokens are the last
 // returned path. Recursive listings do not descend into symlinked directories
-// (which could form cycles).
+// (which could form cycles), and walk with an explicit stack of at most
+// kMaxRecursiveListDepth open directories (under_store.h): a deeper tree fails
+// with InvalidArgument naming the first directory too deep.
 //
 // Thread-safe. Holds one descriptor of the root for its lifetime.
 #ifndef LARDER_UNDERSTORE_FILE_STORE_H_
@@ -50,9 +52,11 @@ class FileStore final : public UnderStore {
   absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override;
   absl::StatusOr<ListPage> List(absl::string_view dir,
                                 const ListOptions& options) override;
+  using UnderStore::ReadRange;
   absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
                                    absl::Span<char> buffer,
-                                   absl::string_view expected_version) override;
+                                   absl::string_view expected_version,
+                                   uint64_t* object_size) override;
 
  private:
   FileStore(std::string root, int root_fd)

@@ -1,12 +1,20 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/file_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <functional>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -184,6 +192,223 @@ TEST_F(FileStoreTest, ChangedFileIsDetected) {
   auto r = store_->ReadRange("a.txt", 0, absl::MakeSpan(buf), before->version);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("changed"));
+}
+
+// Makes a chain of `levels` directories "d/d/d/..." in directory `top`, with
+// file "bottom.txt" in the last one. Walks down with mkdirat/openat: the
+// whole path soon exceeds PATH_MAX, so no single path names the bottom.
+void MakeChain(const std::string& top, int levels) {
+  int fd = ::open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << top;
+  for (int i = 0; i < levels; ++i) {
+    ASSERT_EQ(::mkdirat(fd, "d", 0755), 0) << "level " << i << ": " << errno;
+    const int child = ::openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    ASSERT_GE(child, 0) << "level " << i << ": " << errno;
+    fd = child;
+  }
+  const int f =
+      ::openat(fd, "bottom.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(f, 0);
+  ASSERT_EQ(::write(f, "x", 1), 1);
+  ::close(f);
+  ::close(fd);
+}
+
+// Removes a chain made by MakeChain without recursion or long paths: the
+// second level is renamed up beside the first, the emptied first removed,
+// and so on down (two directories open at a time).
+void RemoveChain(const std::string& top) {
+  const int top_fd = ::open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(top_fd, 0) << top;
+  for (;;) {
+    const int d =
+        ::openat(top_fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0) break;
+    ::unlinkat(d, "bottom.txt", 0);
+    const bool deeper = ::renameat(d, "d", top_fd, "d.next") == 0;
+    ::close(d);
+    ASSERT_EQ(::unlinkat(top_fd, "d", AT_REMOVEDIR), 0) << errno;
+    if (!deeper) break;
+    ASSERT_EQ(::renameat(top_fd, "d.next", top_fd, "d"), 0) << errno;
+  }
+  ::close(top_fd);
+}
+
+// Runs `fn` in a forked child and returns the status it returned, or
+// Internal saying how the child died (a stack overflow kills the child, not
+// the test binary, so the test reports it and still removes its chain).
+absl::Status InChild(const std::function<absl::Status()>& fn) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe2");
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError("fork");
+  if (pid == 0) {
+    ::close(fds[0]);
+    const absl::Status st = fn();
+    const std::string out =
+        absl::StrCat(static_cast<int>(st.code()), " ", st.message());
+    if (::write(fds[1], out.data(), out.size()) < 0) ::_exit(2);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  if (WIFSIGNALED(wstatus)) {
+    return absl::InternalError(
+        absl::StrCat("the listing crashed: signal ", WTERMSIG(wstatus), " (",
+                     ::strsignal(WTERMSIG(wstatus)), ")"));
+  }
+  const size_t space = out.find(' ');
+  int code = 0;
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0 ||
+      space == std::string::npos ||
+      !absl::SimpleAtoi(out.substr(0, space), &code)) {
+    return absl::InternalError("the listing's child ended without a status");
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      out.substr(space + 1));
+}
+
+std::string ChainPath(int levels) {
+  std::string p;
+  for (int i = 0; i < levels; ++i) absl::StrAppend(&p, i ? "/" : "", "d");
+  return p;
+}
+
+// A directory chain far deeper than any real dataset (30,000 levels; before
+// the walk was iterative, each level was a stack frame holding a descriptor:
+// the walk overflowed the stack, or with fewer descriptors than levels
+// silently skipped everything below the limit): the recursive listing fails
+// cleanly with InvalidArgument naming the first directory too deep, quickly.
+// The listings run in a forked child, so that a crash is reported as one.
+TEST(FileStoreDepthTest, DeepChainFailsCleanlyInBoundedTime) {
+  testing::TempDir dir;
+  const std::string root = dir.path() + "/deep";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  absl::Cleanup remove = [&root] { RemoveChain(root); };
+  MakeChain(root, 30000);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  auto store = OpenUnderStore("file://" + root);
+  ASSERT_TRUE(store.ok()) << store.status();
+
+  const absl::Time start = absl::Now();
+  const absl::Status st = InChild([&] {
+    ListOptions o;
+    o.recursive = true;
+    return (*store)->List("", o).status();
+  });
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  const std::string message(st.message());
+  EXPECT_THAT(message, HasSubstr(absl::StrCat(
+                           "'", ChainPath(kMaxRecursiveListDepth + 1), "'")));
+  EXPECT_THAT(message, HasSubstr("deeper than 256 levels"));
+  EXPECT_LT(took, absl::Seconds(10)) << took;
+  // ListAll (what the master and `larder load` use) stops the same way.
+  absl::Status all = InChild([&] {
+    return ListAll(**store, "", true,
+                   [](const ObjectInfo&) { return absl::OkStatus(); });
+  });
+  EXPECT_EQ(all.code(), absl::StatusCode::kInvalidArgument) << all;
+  // A flat listing of the same directory is unaffected.
+  auto flat = (*store)->List("", {});
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_EQ(flat->entries.size(), 1u);
+  EXPECT_TRUE(flat->entries[0].is_dir);
+}
+
+// The limit is exact: a file kMaxRecursiveListDepth directories down is
+// listed; one more level is the error, and listing from one level down
+// brings the chain back within the limit.
+TEST(FileStoreDepthTest, LimitIsExact) {
+  for (int levels : {kMaxRecursiveListDepth, kMaxRecursiveListDepth + 1}) {
+    testing::TempDir dir;
+    const std::string root = dir.path() + "/deep";
+    ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+    absl::Cleanup remove = [&root] { RemoveChain(root); };
+    MakeChain(root, levels);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    auto store = OpenUnderStore("file://" + root);
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::vector<std::string> files;
+    absl::Status st = ListAll(**store, "", true, [&](const ObjectInfo& e) {
+      files.push_back(e.path);
+      return absl::OkStatus();
+    });
+    if (levels == kMaxRecursiveListDepth) {
+      ASSERT_TRUE(st.ok()) << st;
+      EXPECT_THAT(files,
+                  ::testing::ElementsAre(ChainPath(levels) + "/bottom.txt"));
+    } else {
+      EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+      EXPECT_TRUE(files.empty());
+      ListOptions o;
+      o.recursive = true;
+      auto below = (*store)->List("d", o);
+      ASSERT_TRUE(below.ok()) << below.status();
+      ASSERT_EQ(below->entries.size(), 1u);
+      EXPECT_EQ(below->entries[0].path, ChainPath(levels) + "/bottom.txt");
+    }
+  }
+}
+
+// An ordinary tree (files at every level, several branches, one branch 40
+// levels deep): the iterative walk returns every file exactly once, in
+// order, at every page size.
+TEST(FileStoreDepthTest, RecursiveListingOfATreeReturnsEveryFile) {
+  testing::TempDir dir;
+  const std::string root = dir.path() + "/tree";
+  std::vector<std::string> expected;
+  auto put = [&](const std::string& rel) {
+    ASSERT_TRUE(testing::WriteFile(root + "/" + rel, rel).ok()) << rel;
+    expected.push_back(rel);
+  };
+  put("top.txt");
+  for (int a = 0; a < 4; ++a) {
+    put(absl::StrCat("a", a, "/f.txt"));
+    for (int b = 0; b < 3; ++b) {
+      for (int f = 0; f < 3; ++f) put(absl::StrCat("a", a, "/b", b, "/f", f));
+    }
+  }
+  ASSERT_EQ(::mkdir((root + "/empty").c_str(), 0755), 0);
+  std::string deep = "z";
+  for (int i = 0; i < 40; ++i) {
+    put(deep + "/file");
+    deep += "/z";
+  }
+  std::sort(expected.begin(), expected.end(),
+            [](const std::string& x, const std::string& y) {
+              // The listing order: component by component, bytewise.
+              return std::lexicographical_compare(
+                  x.begin(), x.end(), y.begin(), y.end(), [](char c, char d) {
+                    return (c == '/' ? 0 : static_cast<unsigned char>(c)) <
+                           (d == '/' ? 0 : static_cast<unsigned char>(d));
+                  });
+            });
+  auto store = OpenUnderStore("file://" + root);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (size_t page_size : {1, 4, 1000}) {
+    std::vector<std::string> seen;
+    ASSERT_TRUE(ListAll(
+                    **store, "", true,
+                    [&](const ObjectInfo& e) {
+                      EXPECT_FALSE(e.is_dir) << e.path;
+                      seen.push_back(e.path);
+                      return absl::OkStatus();
+                    },
+                    page_size)
+                    .ok());
+    EXPECT_EQ(seen, expected) << "page size " << page_size;
+  }
 }
 
 TEST(FileStoreOpenTest, BadRoots) {

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/retry.h"
@@ -136,14 +137,21 @@ absl::StatusOr<std::unique_ptr<HdfsStore>> HdfsStore::Open(
   }
   bool tls = false;
   std::string user;
+  std::string datanodes;
   for (const auto& [name, value] : uri.options) {
     if (name == "user") {
       user = value;
     } else if (name == "tls") {
       LARDER_ASSIGN_OR_RETURN(tls, ParseBoolOption(name, value));
+    } else if (name == "datanodes") {
+      if (value.empty())
+        return absl::InvalidArgumentError(
+            "hdfs:// option datanodes= lists no host");
+      datanodes = value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown hdfs:// option '", name, "' (supported: user, tls)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown hdfs:// option '", name,
+                       "' (supported: user, tls, datanodes)"));
     }
   }
   if (user.empty()) user = options.env("HADOOP_USER_NAME").value_or("");
@@ -151,10 +159,13 @@ absl::StatusOr<std::unique_ptr<HdfsStore>> HdfsStore::Open(
   if (!token.empty()) RegisterSecret(token);
   std::string root;
   if (!uri.path.empty()) root = absl::StrCat("/", uri.path);
+  std::string base_url = absl::StrCat(
+      tls || uri.scheme == "swebhdfs" ? "https://" : "http://", uri.authority);
+  LARDER_ASSIGN_OR_RETURN(RedirectPolicy redirects,
+                          RedirectPolicy::Create(base_url, datanodes));
   return std::unique_ptr<HdfsStore>(new HdfsStore(
-      absl::StrCat(tls || uri.scheme == "swebhdfs" ? "https://" : "http://",
-                   uri.authority),
-      std::move(root), std::move(user), std::move(token), options.http));
+      std::move(base_url), std::move(root), std::move(user), std::move(token),
+      options.http, std::move(redirects), options.list_deadline));
 }
 
 std::string HdfsStore::DebugString() const {
@@ -217,15 +228,26 @@ absl::Status HdfsStore::ErrorStatus(absl::string_view op,
   return absl::UnknownError(msg);
 }
 
-absl::StatusOr<HttpResponse> HdfsStore::Get(const std::string& url,
-                                            absl::string_view op,
-                                            const std::string& rel,
-                                            absl::Span<char> sink) {
+absl::StatusOr<HttpResponse> HdfsStore::Get(
+    const std::string& url, absl::string_view op, const std::string& rel,
+    absl::Span<char> sink, const std::vector<std::string>& resolve,
+    absl::Time deadline) {
   HttpResponse r;
   LARDER_RETURN_IF_ERROR(RetryWithBackoff(
       http_.options().retry, absl::StrCat("hdfs.", op), [&]() -> absl::Status {
         HttpRequest req;
         req.url = url;
+        req.resolve = resolve;
+        if (deadline != absl::InfiniteFuture()) {
+          req.timeout = deadline - absl::Now();
+          if (req.timeout <= absl::ZeroDuration()) {
+            return absl::DeadlineExceededError(absl::StrCat(
+                "WebHDFS ", op, " of ", HdfsPath(rel), " at ", base_url_,
+                ": the listing did not finish within its deadline "
+                "(list_deadline ",
+                absl::FormatDuration(list_deadline_), ")"));
+          }
+        }
         LARDER_ASSIGN_OR_RETURN(r, http_.Send(req, sink));
         if (r.status >= 200 && r.status < 400) return absl::OkStatus();
         return ErrorStatus(op, rel, r);
@@ -241,65 +263,128 @@ absl::StatusOr<ObjectInfo> HdfsStore::Stat(absl::string_view path) {
 }
 
 absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> HdfsStore::ListBatch(
-    const std::string& rel, const std::string& after) {
+    const std::string& rel, const std::string& after, absl::Time deadline) {
   std::vector<std::pair<std::string, std::string>> extra;
   if (!after.empty()) extra.emplace_back("startAfter", after);
   absl::StatusOr<HttpResponse> r =
-      Get(Url(rel, "LISTSTATUS_BATCH", extra), "list", rel);
-  if (r.ok())
-    return webhdfs::ParseListing(r->body, rel, HdfsPath(rel), after, true);
-  if (r.status().code() != absl::StatusCode::kUnimplemented) return r.status();
-  // Before Hadoop 2.8: one LISTSTATUS of the whole directory.
-  LARDER_ASSIGN_OR_RETURN(HttpResponse all,
-                          Get(Url(rel, "LISTSTATUS"), "list", rel));
-  return webhdfs::ParseListing(all.body, rel, HdfsPath(rel), after, false);
+      Get(Url(rel, "LISTSTATUS_BATCH", extra), "list", rel, {}, {}, deadline);
+  if (!r.ok()) {
+    if (r.status().code() != absl::StatusCode::kUnimplemented)
+      return r.status();
+    // Before Hadoop 2.8: one LISTSTATUS of the whole directory.
+    LARDER_ASSIGN_OR_RETURN(
+        HttpResponse all,
+        Get(Url(rel, "LISTSTATUS"), "list", rel, {}, {}, deadline));
+    return webhdfs::ParseListing(all.body, rel, HdfsPath(rel), after, false);
+  }
+  LARDER_ASSIGN_OR_RETURN(
+      auto batch,
+      webhdfs::ParseListing(r->body, rel, HdfsPath(rel), after, true));
+  if (!batch.second) return batch;
+  // More remain: the next batch starts after this one's last name, which
+  // must lie after `after`. ParseListing drops names up to `after`, so a
+  // namenode that repeats a batch (ignoring startAfter) or sends an empty
+  // one leaves nothing here; following it would ask for the same batch
+  // forever.
+  const std::string last =
+      batch.first.empty()
+          ? std::string()
+          : std::string(absl::string_view(batch.first.back().path)
+                            .substr(rel.empty() ? 0 : rel.size() + 1));
+  if (batch.first.empty() || last <= after) {
+    return absl::UnavailableError(absl::StrCat(
+        "WebHDFS list of ", HdfsPath(rel), " at ", base_url_,
+        ": the namenode's LISTSTATUS_BATCH after '", after,
+        "' brought no entry after it but reported remainingEntries > 0 (a "
+        "repeated or empty batch); the listing cannot advance, stopped"));
+  }
+  return batch;
 }
 
 absl::Status HdfsStore::Walk(const std::string& rel, const std::string& after,
-                             size_t limit, std::vector<ObjectInfo>* out) {
-  // `after` lies below `rel` (or is empty): resume inside its first component.
-  std::string resume_from;
+                             size_t limit, absl::Time deadline,
+                             std::vector<ObjectInfo>* out) {
+  // One frame per directory being listed, deepest last: an explicit stack,
+  // so a namenode (or a tree) of any depth costs at most
+  // kMaxRecursiveListDepth frames, never the thread's stack.
+  struct Frame {
+    std::string dir;     // Store path.
+    int depth;           // `rel` is 0.
+    std::string cursor;  // The last child handled; the next batch follows it.
+    std::vector<ObjectInfo> batch;
+    size_t next = 0;
+    bool more = true;  // Another batch to ask for.
+  };
+  auto too_deep = [&](const std::string& dir) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "WebHDFS recursive listing of ", HdfsPath(rel), " stopped at ",
+        HdfsPath(dir), ": the tree is deeper than ", kMaxRecursiveListDepth,
+        " levels below the directory listed; list a deeper directory "
+        "instead"));
+  };
+  std::vector<Frame> stack;
+  // `after` lies below `rel` (or is empty): each directory on its path
+  // resumes after the component of `after` in it.
+  std::vector<std::string> parts;
   if (!after.empty()) {
     absl::string_view below = after;
     if (!rel.empty()) below.remove_prefix(rel.size() + 1);
-    const size_t slash = below.find('/');
-    resume_from = std::string(below.substr(0, slash));
-    if (slash != absl::string_view::npos) {
-      LARDER_RETURN_IF_ERROR(
-          Walk(JoinStorePath(rel, resume_from), after, limit, out));
-      if (out->size() >= limit) return absl::OkStatus();
-    }
+    parts = absl::StrSplit(below, '/');
   }
-  std::string cursor = resume_from;
-  for (;;) {
-    LARDER_ASSIGN_OR_RETURN(auto batch, ListBatch(rel, cursor));
-    for (ObjectInfo& e : batch.first) {
-      cursor = std::string(
-          absl::string_view(e.path).substr(rel.empty() ? 0 : rel.size() + 1));
-      if (e.is_dir) {
-        LARDER_RETURN_IF_ERROR(Walk(e.path, "", limit, out));
-      } else {
-        out->push_back(std::move(e));
+  stack.push_back(Frame{rel, 0, parts.empty() ? "" : parts[0], {}});
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    std::string dir = JoinStorePath(stack.back().dir, parts[i]);
+    const int depth = stack.back().depth + 1;
+    if (depth > kMaxRecursiveListDepth) return too_deep(dir);
+    stack.push_back(Frame{std::move(dir), depth, parts[i + 1], {}});
+  }
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next == f.batch.size()) {
+      if (!f.more) {
+        stack.pop_back();
+        continue;
       }
-      if (out->size() >= limit) return absl::OkStatus();
+      LARDER_ASSIGN_OR_RETURN(auto batch, ListBatch(f.dir, f.cursor, deadline));
+      f.batch = std::move(batch.first);
+      f.next = 0;
+      f.more = batch.second;
+      continue;
     }
-    if (!batch.second || batch.first.empty()) return absl::OkStatus();
+    ObjectInfo& e = f.batch[f.next++];
+    f.cursor = std::string(
+        absl::string_view(e.path).substr(f.dir.empty() ? 0 : f.dir.size() + 1));
+    if (!e.is_dir) {
+      out->push_back(std::move(e));
+      if (out->size() >= limit) return absl::OkStatus();
+      continue;
+    }
+    if (f.depth + 1 > kMaxRecursiveListDepth) return too_deep(e.path);
+    Frame child{std::move(e.path), f.depth + 1, "", {}};
+    stack.push_back(std::move(child));  // `f` dangles from here.
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ListPage> HdfsStore::List(absl::string_view dir,
                                          const ListOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
   const size_t limit = std::max<size_t>(1, options.page_size);
+  const absl::Time deadline = absl::Now() + list_deadline_;
   ListPage page;
   if (options.recursive) {
     // Token: the last file returned (a path below `dir`).
-    if (!options.page_token.empty() &&
-        !(rel.empty() || absl::StartsWith(options.page_token, rel + "/"))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad page token for a listing of ", HdfsPath(rel)));
+    if (!options.page_token.empty()) {
+      absl::StatusOr<std::string> token =
+          NormalizeStorePath(options.page_token);
+      if (!token.ok() || *token != options.page_token ||
+          !(rel.empty() || absl::StartsWith(*token, rel + "/"))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad page token for a listing of ", HdfsPath(rel)));
+      }
     }
-    LARDER_RETURN_IF_ERROR(Walk(rel, options.page_token, limit, &page.entries));
+    LARDER_RETURN_IF_ERROR(
+        Walk(rel, options.page_token, limit, deadline, &page.entries));
     if (page.entries.size() >= limit)
       page.next_page_token = page.entries.back().path;
     return page;
@@ -311,7 +396,7 @@ absl::StatusOr<ListPage> HdfsStore::List(absl::string_view dir,
   };
   std::string after = options.page_token;
   for (;;) {
-    LARDER_ASSIGN_OR_RETURN(auto batch, ListBatch(rel, after));
+    LARDER_ASSIGN_OR_RETURN(auto batch, ListBatch(rel, after, deadline));
     for (ObjectInfo& e : batch.first) {
       if (page.entries.size() == limit) {
         page.next_page_token = name(page.entries.back());
@@ -319,14 +404,17 @@ absl::StatusOr<ListPage> HdfsStore::List(absl::string_view dir,
       }
       page.entries.push_back(std::move(e));
     }
+    // ListBatch saw to it that a batch with more to come was not empty.
     if (!batch.second || page.entries.empty()) return page;
     after = name(page.entries.back());
   }
 }
 
-absl::StatusOr<size_t> HdfsStore::ReadRange(
-    absl::string_view path, uint64_t offset, absl::Span<char> buffer,
-    absl::string_view expected_version) {
+absl::StatusOr<size_t> HdfsStore::ReadRange(absl::string_view path,
+                                            uint64_t offset,
+                                            absl::Span<char> buffer,
+                                            absl::string_view expected_version,
+                                            uint64_t* object_size) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
   if (rel.empty() && root_.empty())
     return absl::InvalidArgumentError(
@@ -348,6 +436,7 @@ absl::StatusOr<size_t> HdfsStore::ReadRange(
     return absl::OutOfRangeError(
         absl::StrCat("read at ", offset, " beyond the end of ", HdfsPath(rel),
                      " (", before.size, " bytes)"));
+  if (object_size != nullptr) *object_size = before.size;
   const uint64_t want = std::min<uint64_t>(buffer.size(), before.size - offset);
   if (want == 0) return 0;
   absl::Span<char> sink = buffer.subspan(0, want);
@@ -355,13 +444,23 @@ absl::StatusOr<size_t> HdfsStore::ReadRange(
       Url(rel, "OPEN",
           {{"offset", absl::StrCat(offset)}, {"length", absl::StrCat(want)}});
   LARDER_ASSIGN_OR_RETURN(HttpResponse r, Get(url, "read", rel, sink));
-  if (r.status == 307 || r.status == 302 || r.status == 301) {
-    // The namenode points at a datanode that holds the data.
+  if (r.status == 301 || r.status == 302 || r.status == 303 ||
+      r.status == 307 || r.status == 308) {
+    // The namenode points at a datanode that holds the data: followed once,
+    // if the policy allows that place, to the addresses it checked.
     const std::string location(r.Header("location"));
     if (location.empty())
       return absl::InternalError(absl::StrCat("WebHDFS read of ", HdfsPath(rel),
                                               ": redirect without Location"));
-    LARDER_ASSIGN_OR_RETURN(r, Get(location, "read", rel, sink));
+    absl::StatusOr<RedirectTarget> to = redirects_.Check(url, location);
+    if (!to.ok()) {
+      absl::Status st(to.status().code(),
+                      absl::StrCat("WebHDFS read of ", HdfsPath(rel), " at ",
+                                   base_url_, ": ", to.status().message()));
+      LARDER_LOG(WARNING, "hdfs.redirect.refused").Field("status", st);
+      return st;
+    }
+    LARDER_ASSIGN_OR_RETURN(r, Get(to->url, "read", rel, sink, to->resolve));
   }
   if (r.status != 200 || r.sink_bytes != want) {
     return absl::UnavailableError(

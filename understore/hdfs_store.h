@@ -8,6 +8,7 @@
 // API over libcurl.
 //
 //   hdfs://NAMENODE:HTTP_PORT/path/to/dataset?user=NAME&tls=false
+//       [&datanodes=dn1.example.com,dn2.example.com,.dn.example.com]
 //
 // The authority is the namenode's HTTP address (dfs.namenode.http-address,
 // 9870 by default). Operations: GETFILESTATUS (Stat), LISTSTATUS_BATCH
@@ -15,6 +16,28 @@
 // from the last path), OPEN with offset/length, following the namenode's
 // 307 redirect to a datanode. Errors come as RemoteException JSON bodies and
 // map to NotFound / PermissionDenied / InvalidArgument / Unavailable.
+//
+// Options: `user` (simple auth, below); `tls` (https to the namenode;
+// default false, true for swebhdfs://); `datanodes`, the hosts the
+// namenode's redirects may send the store to, comma-separated: "dn1.x.com"
+// that host, ".dn.x.com" any host below that domain, "10.0.0.7" that
+// address; unset (the default): the namenode's own host and the hosts in its
+// DNS domain.
+//
+// Redirects. Only the OPEN redirect is followed, once, by this store (libcurl
+// follows none), and only where redirect_policy.h allows: http or https, a
+// host the namenode's domain or `datanodes` allows, never a link-local or
+// metadata address, never loopback unless the namenode is on loopback or
+// `datanodes` lists the host. Anything else is PermissionDenied naming the
+// host and the rule; nothing is fetched from it.
+//
+// Listings are bounded whatever the namenode answers: each LISTSTATUS_BATCH
+// must advance (a batch with remainingEntries > 0 must bring a name after
+// the last one: a repeated or empty batch is Unavailable naming the
+// misbehaviour instead of a loop forever); one List call, all its requests
+// together, ends at UnderStoreOptions::list_deadline (DeadlineExceeded); and
+// a recursive listing walks with an explicit stack no deeper than
+// kMaxRecursiveListDepth (under_store.h; deeper is InvalidArgument).
 //
 // Authentication: simple auth with `user.name` (the `user` option, else
 // $HADOOP_USER_NAME), or a delegation token from $HDFS_DELEGATION_TOKEN (a
@@ -33,8 +56,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "understore/http_client.h"
 #include "understore/options.h"
+#include "understore/redirect_policy.h"
 #include "understore/under_store.h"
 #include "understore/uri.h"
 
@@ -57,6 +82,7 @@ absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> ParseListing(
     const std::string& after, bool batch);
 }  // namespace webhdfs
 
+// Thread-safe. Owns its HTTP connection pool.
 class HdfsStore final : public UnderStore {
  public:
   // Errors: InvalidArgument (bad URI or option).
@@ -66,19 +92,29 @@ class HdfsStore final : public UnderStore {
   absl::string_view scheme() const override { return "hdfs"; }
   std::string DebugString() const override;
   absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override;
+  // Errors as UnderStore::List, and: Unavailable (a batch that does not
+  // advance), DeadlineExceeded (list_deadline passed), InvalidArgument (a
+  // tree deeper than kMaxRecursiveListDepth).
   absl::StatusOr<ListPage> List(absl::string_view dir,
                                 const ListOptions& options) override;
+  // Errors as UnderStore::ReadRange, and PermissionDenied for a redirect the
+  // policy refuses (see above).
+  using UnderStore::ReadRange;
   absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
                                    absl::Span<char> buffer,
-                                   absl::string_view expected_version) override;
+                                   absl::string_view expected_version,
+                                   uint64_t* object_size) override;
 
  private:
   HdfsStore(std::string base_url, std::string root, std::string user,
-            std::string token, HttpOptions http)
+            std::string token, HttpOptions http, RedirectPolicy redirects,
+            absl::Duration list_deadline)
       : base_url_(std::move(base_url)),
         root_(std::move(root)),
         user_(std::move(user)),
         token_(std::move(token)),
+        redirects_(std::move(redirects)),
+        list_deadline_(list_deadline),
         http_(std::move(http)) {}
 
   // The HDFS path of store path `rel` ("/root/rel").
@@ -88,23 +124,33 @@ class HdfsStore final : public UnderStore {
       const std::string& rel, absl::string_view op,
       const std::vector<std::pair<std::string, std::string>>& extra = {}) const;
   // GET with retries; returns a 2xx or 3xx response, else the mapped error.
-  absl::StatusOr<HttpResponse> Get(const std::string& url, absl::string_view op,
-                                   const std::string& rel,
-                                   absl::Span<char> sink = {});
+  // `resolve`: HttpRequest::resolve. No attempt starts after `deadline`, and
+  // none runs past it (DeadlineExceeded).
+  absl::StatusOr<HttpResponse> Get(
+      const std::string& url, absl::string_view op, const std::string& rel,
+      absl::Span<char> sink = {}, const std::vector<std::string>& resolve = {},
+      absl::Time deadline = absl::InfiniteFuture());
   absl::Status ErrorStatus(absl::string_view op, const std::string& rel,
                            const HttpResponse& response) const;
-  // One LISTSTATUS_BATCH page of directory `rel` after child `after`.
+  // One LISTSTATUS_BATCH page of directory `rel`: the children after child
+  // `after`, and whether more remain. A batch with more remaining must bring
+  // at least one child after `after` (Unavailable otherwise), so the caller's
+  // cursor always advances.
   absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> ListBatch(
-      const std::string& rel, const std::string& after);
+      const std::string& rel, const std::string& after, absl::Time deadline);
   // Appends up to `limit` files below `rel` in depth-first name order,
-  // skipping everything up to and including path `after`.
+  // skipping everything up to and including path `after`. Iterative, at most
+  // kMaxRecursiveListDepth directories deep.
   absl::Status Walk(const std::string& rel, const std::string& after,
-                    size_t limit, std::vector<ObjectInfo>* out);
+                    size_t limit, absl::Time deadline,
+                    std::vector<ObjectInfo>* out);
 
   const std::string base_url_;  // http://namenode:port
   const std::string root_;      // HDFS path of the store root, no trailing /.
   const std::string user_;
   const std::string token_;
+  const RedirectPolicy redirects_;
+  const absl::Duration list_deadline_;
   HttpClient http_;
 };
 

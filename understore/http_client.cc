@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -197,6 +198,28 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
   char error[CURL_ERROR_SIZE] = {0};
 
   curl_easy_reset(curl);  // Keeps the live connection and caches.
+  // http and https only, for the request and for any redirect, and no
+  // redirect followed by libcurl: a URL that came from outside (a WebHDFS
+  // Location) must never reach file://, dict://, gopher:// & co. These
+  // options exist since libcurl 7.85; a libcurl that refuses them gets no
+  // request through at all.
+  if (curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+      curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") !=
+          CURLE_OK ||
+      curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK) {
+    ReleaseHandle(curl);
+    return absl::InternalError(
+        "libcurl cannot restrict requests to http and https (needs 7.85+)");
+  }
+  absl::Duration limit = options_.request_timeout > absl::ZeroDuration()
+                             ? options_.request_timeout
+                             : absl::InfiniteDuration();
+  limit = std::min(limit, request.timeout);
+  if (limit <= absl::ZeroDuration()) {
+    ReleaseHandle(curl);
+    return absl::DeadlineExceededError(RedactSecrets(absl::StrCat(
+        request.method, " ", request.url, ": no time left before sending")));
+  }
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
@@ -206,10 +229,10 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
   curl_easy_setopt(
       curl, CURLOPT_CONNECTTIMEOUT_MS,
       static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
-  if (options_.request_timeout > absl::ZeroDuration()) {
-    curl_easy_setopt(
-        curl, CURLOPT_TIMEOUT_MS,
-        static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));
+  if (limit < absl::InfiniteDuration()) {
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(std::max<int64_t>(
+                         1, absl::ToInt64Milliseconds(limit))));
   }
   if (options_.low_speed_bytes_per_sec > 0) {
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT,
@@ -254,11 +277,17 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
   headers =
       curl_slist_append(headers, "Expect:");  // No 100-continue round trip.
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  struct curl_slist* resolve = nullptr;
+  for (const std::string& entry : request.resolve)
+    resolve = curl_slist_append(resolve, entry.c_str());
+  if (resolve != nullptr) curl_easy_setopt(curl, CURLOPT_RESOLVE, resolve);
 
   CURLcode code = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   curl_slist_free_all(headers);
+  curl_easy_setopt(curl, CURLOPT_RESOLVE, nullptr);
+  curl_slist_free_all(resolve);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
 
   if (code == CURLE_WRITE_ERROR && t.sink_full) {
@@ -302,6 +331,19 @@ std::optional<uint64_t> ParseUint(absl::string_view text) {
   uint64_t v;
   if (!absl::SimpleAtoi(text, &v)) return std::nullopt;
   return v;
+}
+
+std::optional<uint64_t> ObjectSizeOf(const HttpResponse& response) {
+  absl::string_view range = response.Header("content-range");
+  if (!range.empty()) {
+    const size_t slash = range.rfind('/');
+    if (!absl::StartsWith(range, "bytes ") || slash == absl::string_view::npos)
+      return std::nullopt;
+    return ParseUint(range.substr(slash + 1));
+  }
+  if (response.status == 200)
+    return ParseUint(response.Header("content-length"));
+  return std::nullopt;
 }
 
 absl::Status HttpErrorStatus(long status, const std::string& msg,

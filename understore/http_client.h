@@ -18,6 +18,13 @@
 // certificate problem -> FailedPrecondition. HTTP statuses are NOT mapped here
 // (each protocol has its own error bodies); the response carries the status.
 //
+// Only http:// and https:// URLs are ever fetched (CURLOPT_PROTOCOLS_STR on
+// every handle; anything else is InvalidArgument before a connection), and
+// libcurl never follows a redirect itself (CURLOPT_FOLLOWLOCATION off, and
+// CURLOPT_REDIR_PROTOCOLS_STR http,https should anything turn it on): a 3xx
+// is returned to the caller, which decides whether the Location is a place
+// it may go (see redirect_policy.h).
+//
 // Thread-safe. Requests beyond `max_connections` wait for a free handle.
 #ifndef LARDER_UNDERSTORE_HTTP_CLIENT_H_
 #define LARDER_UNDERSTORE_HTTP_CLIENT_H_
@@ -43,6 +50,14 @@ struct HttpRequest {
   std::string url;             // Fully encoded, without credentials.
   std::vector<std::pair<std::string, std::string>> headers;
   absl::string_view body;  // Request body (PUT); not owned, must outlive Send.
+  // CURLOPT_RESOLVE entries, "[+]HOST:PORT:ADDR[,ADDR]...": the addresses
+  // HOST:PORT connects to, instead of what DNS answers at connect time (a
+  // caller that checked where a name points pins what it checked).
+  std::vector<std::string> resolve;
+  // The most this request may take; it caps HttpOptions::request_timeout (for
+  // a caller with a deadline of its own). Zero or less: DeadlineExceeded
+  // without sending.
+  absl::Duration timeout = absl::InfiniteDuration();
 };
 
 struct HttpResponse {
@@ -71,7 +86,8 @@ class HttpClient {
   // of any status without a sink, are returned in HttpResponse::body (at most
   // 64 MiB; more is an error).
   // Errors: Unavailable, DeadlineExceeded, FailedPrecondition (TLS),
-  // InvalidArgument (malformed URL), Internal.
+  // InvalidArgument (malformed URL; a scheme other than http or https),
+  // Internal.
   absl::StatusOr<HttpResponse> Send(const HttpRequest& request,
                                     absl::Span<char> sink = {},
                                     uint64_t sink_skip = 0);
@@ -102,6 +118,10 @@ std::string NormalizeEtag(absl::string_view etag);
 absl::Time ParseHttpDate(absl::string_view text);
 // A decimal header value (Content-Length, the size in Content-Range).
 std::optional<uint64_t> ParseUint(absl::string_view text);
+// The size of the whole object that a GET's body came from: the total of
+// Content-Range ("bytes 0-99/1234") on a partial response, Content-Length on
+// a whole one; nullopt when the response does not say (or says "*").
+std::optional<uint64_t> ObjectSizeOf(const HttpResponse& response);
 // The status for an HTTP error the store's own error codes did not decide:
 // 429 ResourceExhausted, 5xx Unavailable, 404 NotFound, 401/403
 // PermissionDenied, 304/412 FailedPrecondition ("the `what` changed"), 416

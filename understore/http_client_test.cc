@@ -1,8 +1,11 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/http_client.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "understore/testing/tcp_listener.h"
 
 namespace larder {
 namespace {
@@ -45,6 +48,101 @@ TEST(HttpHelpersTest, HttpErrorsMapToNamedCodes) {
   }
   EXPECT_THAT(std::string(HttpErrorStatus(412, "m", "blob").message()),
               ::testing::HasSubstr("(the blob changed)"));
+}
+
+HttpOptions Quick() {
+  HttpOptions o;
+  o.connect_timeout = absl::Seconds(2);
+  o.request_timeout = absl::Seconds(5);
+  return o;
+}
+
+// Only http and https leave the process: a file:// URL (which libcurl would
+// read from the local disk), dict:// and gopher:// (which write the URL's
+// bytes into any TCP port: the classic SSRF into memcached or redis) are
+// refused before any connection; the listener they point at sees nothing.
+TEST(HttpClientTest, OnlyHttpAndHttpsAreFetched) {
+  testing::TcpListener target;
+  ASSERT_GT(target.port(), 0);
+  HttpClient http(Quick());
+  for (const std::string& url :
+       {std::string("file:///etc/passwd"),
+        absl::StrCat("dict://127.0.0.1:", target.port(), "/info"),
+        absl::StrCat("gopher://127.0.0.1:", target.port(), "/_SET%20x%201"),
+        absl::StrCat("ftp://127.0.0.1:", target.port(), "/x"),
+        absl::StrCat("telnet://127.0.0.1:", target.port())}) {
+    HttpRequest req;
+    req.url = url;
+    auto r = http.Send(req);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << url << ": "
+        << (r.ok() ? absl::StrCat("HTTP ", r->status, " body ", r->body)
+                   : r.status().ToString());
+  }
+  EXPECT_EQ(target.accepted(), 0);
+}
+
+// libcurl never follows a redirect itself: the 302 comes back to the caller
+// with its Location, and the place it points at gets no connection.
+TEST(HttpClientTest, RedirectsAreReturnedNotFollowed) {
+  testing::TcpListener target;
+  ASSERT_GT(target.port(), 0);
+  const std::string location =
+      absl::StrCat("http://127.0.0.1:", target.port(), "/elsewhere");
+  testing::TcpListener web(
+      absl::StrCat("HTTP/1.1 302 Found\r\nLocation: ", location,
+                   "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"));
+  ASSERT_GT(web.port(), 0);
+  HttpClient http(Quick());
+  HttpRequest req;
+  req.url = absl::StrCat("http://127.0.0.1:", web.port(), "/start");
+  auto r = http.Send(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 302);
+  EXPECT_EQ(r->Header("location"), location);
+  EXPECT_EQ(web.accepted(), 1);
+  EXPECT_EQ(target.accepted(), 0);
+}
+
+// A pinned name connects where the pin says, whatever DNS would answer (the
+// name here does not exist at all), and a request without time left is not
+// sent.
+TEST(HttpClientTest, ResolvePinsAndTimeoutCaps) {
+  testing::TcpListener web(
+      "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+  ASSERT_GT(web.port(), 0);
+  HttpClient http(Quick());
+  HttpRequest req;
+  req.url = absl::StrCat("http://datanode.invalid:", web.port(), "/x");
+  req.resolve = {absl::StrCat("+datanode.invalid:", web.port(), ":127.0.0.1")};
+  auto r = http.Send(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(web.accepted(), 1);
+
+  req.timeout = absl::ZeroDuration();
+  EXPECT_EQ(http.Send(req).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(web.accepted(), 1);
+
+  // A server that never answers: the request's own timeout, not the 5 s of
+  // the options, ends it.
+  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), len), 0);
+  ASSERT_EQ(::listen(silent, 4), 0);
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  req.url = absl::StrCat("http://127.0.0.1:", ntohs(a.sin_port), "/");
+  req.resolve.clear();
+  req.timeout = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(http.Send(req).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ::close(silent);
 }
 
 }  // namespace

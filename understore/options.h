@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/config.h"
 #include "understore/aws_credentials.h"
 
@@ -33,6 +34,11 @@ struct UnderStoreOptions {
   std::optional<AzureCredentials> azure_credentials;
   // S3: environment lookup for credentials and region (tests inject one).
   EnvLookup env = ProcessEnv();
+  // hdfs://: the longest one List call may take, all its namenode requests
+  // together; a namenode that keeps answering pages that lead nowhere is cut
+  // off here with DeadlineExceeded. Default 5 min (a page is at most
+  // page_size entries: seconds on a healthy namenode).
+  absl::Duration list_deadline = absl::Minutes(5);
   // file:// mounts (OpenMountStore): the directories a mount's root must be
   // in (after symlinks are resolved). Unset: any directory, for tools that
   // run as the invoking user (`larder store`); the master and workers always

@@ -389,7 +389,8 @@ absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
 absl::StatusOr<size_t> S3Store::ReadRange(absl::string_view path,
                                           uint64_t offset,
                                           absl::Span<char> buffer,
-                                          absl::string_view expected_version) {
+                                          absl::string_view expected_version,
+                                          uint64_t* object_size) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
   if (rel.empty())
     return absl::InvalidArgumentError(
@@ -420,6 +421,15 @@ absl::StatusOr<size_t> S3Store::ReadRange(absl::string_view path,
         LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, buffer, skip));
         if (r.status == 206 || (r.status == 200 && skip == offset)) {
           LARDER_RETURN_IF_ERROR(check_version(r));
+          if (object_size != nullptr) {
+            std::optional<uint64_t> size = ObjectSizeOf(r);
+            if (!size) {
+              return absl::UnavailableError(absl::StrCat(
+                  "S3 read of ", Describe(key),
+                  ": the response does not say the object's size"));
+            }
+            *object_size = *size;
+          }
           result = r.sink_bytes;
           return absl::OkStatus();
         }
@@ -445,6 +455,7 @@ absl::StatusOr<size_t> S3Store::ReadRange(absl::string_view path,
             LARDER_RETURN_IF_ERROR(check_version(r));
           }
           if (offset == *size) {
+            if (object_size != nullptr) *object_size = *size;
             result = 0;
             return absl::OkStatus();
           }

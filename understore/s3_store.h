@@ -63,9 +63,11 @@ class S3Store final : public UnderStore {
   absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override;
   absl::StatusOr<ListPage> List(absl::string_view dir,
                                 const ListOptions& options) override;
+  using UnderStore::ReadRange;
   absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
                                    absl::Span<char> buffer,
-                                   absl::string_view expected_version) override;
+                                   absl::string_view expected_version,
+                                   uint64_t* object_size) override;
 
   // Uploads `data` as `path` with a single PutObject; returns the new version.
   // Used by tests and tools to stage data; the cache itself never writes.

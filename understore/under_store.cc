@@ -16,6 +16,12 @@ absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
     LARDER_ASSIGN_OR_RETURN(ListPage page, store.List(dir, options));
     for (const ObjectInfo& entry : page.entries)
       LARDER_RETURN_IF_ERROR(fn(entry));
+    if (!page.next_page_token.empty() &&
+        page.next_page_token == options.page_token) {
+      return absl::InternalError(
+          absl::StrCat(store.DebugString(), ": the listing of '", dir,
+                       "' returned the page token it was given; stopped"));
+    }
     options.page_token = std::move(page.next_page_token);
   } while (!options.page_token.empty());
   return absl::OkStatus();

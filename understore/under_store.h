@@ -68,9 +68,19 @@ struct ObjectInfo {
   absl::Time mtime = absl::UnixEpoch();
 };
 
+// The deepest directory a recursive listing descends into, counted from the
+// directory listed (its children are at depth 1). Every backend that walks a
+// tree (file://, hdfs://) walks it with an explicit stack bounded by this, so
+// a directory chain of any depth (30,000 levels are easy to make) costs at
+// most this many levels of memory and open descriptors, never the stack; a
+// deeper tree fails the listing with InvalidArgument naming the first
+// directory too deep (list a directory further down instead).
+inline constexpr int kMaxRecursiveListDepth = 256;
+
 struct ListOptions {
   // false: the direct children of the directory (files and sub-directories).
-  // true: every file below it at any depth (no directory entries).
+  // true: every file below it at any depth up to kMaxRecursiveListDepth (no
+  // directory entries).
   bool recursive = false;
   // Most entries per page. Backends may return fewer. Default 1000.
   size_t page_size = 1000;
@@ -104,7 +114,9 @@ class UnderStore {
   // One page of the listing of directory `dir` ("" = root). Paths in entries
   // are relative to the store root. Errors: NotFound (dir does not exist;
   // object stores answer an empty page instead, having no directories),
-  // PermissionDenied, Unavailable, InvalidArgument (bad page token).
+  // PermissionDenied, Unavailable (also: a server whose pages do not
+  // advance), DeadlineExceeded, InvalidArgument (bad page token; a recursive
+  // listing of a tree deeper than kMaxRecursiveListDepth).
   virtual absl::StatusOr<ListPage> List(absl::string_view dir,
                                         const ListOptions& options) = 0;
 
@@ -114,13 +126,27 @@ class UnderStore {
   // version differs, nothing is returned and the status is FailedPrecondition.
   // Errors: NotFound, PermissionDenied, Unavailable, FailedPrecondition,
   // OutOfRange (offset > size), InvalidArgument.
-  virtual absl::StatusOr<size_t> ReadRange(
-      absl::string_view path, uint64_t offset, absl::Span<char> buffer,
-      absl::string_view expected_version) = 0;
+  absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
+                                   absl::Span<char> buffer,
+                                   absl::string_view expected_version) {
+    return ReadRange(path, offset, buffer, expected_version, nullptr);
+  }
+
+  // As above, and sets `*object_size` (when not null) to the size of the
+  // whole object that the bytes came from, as the store said it with them
+  // (Content-Range's total, the file's size at the read), so a caller can
+  // prove the bytes belong to the object it was told about. Never a size
+  // that the caller gave.
+  virtual absl::StatusOr<size_t> ReadRange(absl::string_view path,
+                                           uint64_t offset,
+                                           absl::Span<char> buffer,
+                                           absl::string_view expected_version,
+                                           uint64_t* object_size) = 0;
 };
 
 // Calls `fn` for every entry of `dir`, page after page. Stops early, returning
-// fn's status, if fn returns an error.
+// fn's status, if fn returns an error. A store that answers a page with the
+// token it was given (which would loop forever) fails with Internal.
 absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
                      absl::FunctionRef<absl::Status(const ObjectInfo&)> fn,
                      size_t page_size = 1000);

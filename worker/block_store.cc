@@ -130,7 +130,7 @@ void BlockStore::NoteReread(const std::shared_ptr<const Block>& block,
 
 std::shared_ptr<BlockStore::Flight> BlockStore::Join(const BlockId& id,
                                                      bool* started) {
-  const BlockKey key = id.Key();
+  const FlightKey key{id.Key(), id.object_size};
   *started = false;
   absl::MutexLock lock(&mu_);
   if (auto it = flights_.find(key); it != flights_.end()) {
@@ -138,9 +138,13 @@ std::shared_ptr<BlockStore::Flight> BlockStore::Join(const BlockId& id,
     return it->second;
   }
   auto flight = std::make_shared<Flight>();
-  if (std::shared_ptr<const Block> b = LookupRam(key)) {
+  if (std::shared_ptr<const Block> b = LookupRam(key.first)) {
     // Filled between the caller's lookup and now.
-    flight->result = BlockRead{std::move(b), BlockSource::kRam};
+    if (absl::Status same = CheckSameBlock(b->id(), id); !same.ok()) {
+      flight->result = same;
+    } else {
+      flight->result = BlockRead{std::move(b), BlockSource::kRam};
+    }
     flight->done.Notify();
     return flight;
   }
@@ -162,6 +166,7 @@ absl::StatusOr<BlockRead> BlockStore::Get(
   {
     absl::MutexLock lock(&mu_);
     if (std::shared_ptr<const Block> b = LookupRam(id.Key())) {
+      LARDER_RETURN_IF_ERROR(CheckSameBlock(b->id(), id));
       if (count_hit) metrics_->hits_ram.Increment();
       NoteReread(b, now);
       return BlockRead{std::move(b), BlockSource::kRam};
@@ -189,10 +194,9 @@ std::shared_ptr<const Block> BlockStore::TryGetCached(const BlockId& id) {
   const absl::Time now = Touch();
   absl::MutexLock lock(&mu_);
   std::shared_ptr<const Block> b = LookupRam(id.Key());
-  if (b) {
-    metrics_->hits_ram.Increment();
-    NoteReread(b, now);
-  }
+  if (b == nullptr || !CheckSameBlock(b->id(), id).ok()) return nullptr;
+  metrics_->hits_ram.Increment();
+  NoteReread(b, now);
   return b;
 }
 
@@ -214,7 +218,7 @@ void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
   Touch();
   {
     absl::MutexLock lock(&mu_);
-    flights_.erase(id.Key());
+    flights_.erase(FlightKey{id.Key(), id.object_size});
     flight->result = std::move(result);
   }
   flight->done.Notify();
@@ -228,6 +232,10 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
                      " differs from mount '", id.mount, "' (", mount.block_size,
                      "): stale mount table"));
   }
+  // An NVMe file that describes the block otherwise than the request (a file
+  // from before the worker checked object sizes) is replaced only once the
+  // under-store has proved the request right.
+  bool nvme_differs = false;
   if (nvme_ && nvme_->Contains(id.Key())) {
     absl::StatusOr<std::shared_ptr<const Block>> b =
         nvme_->Read(id, ObjectFor(id));
@@ -236,7 +244,9 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
       AdmitRam(*b);
       return BlockRead{*std::move(b), BlockSource::kNvme};
     }
-    if (b.status().code() == absl::StatusCode::kDataLoss) {
+    if (b.status().code() == absl::StatusCode::kFailedPrecondition) {
+      nvme_differs = true;
+    } else if (b.status().code() == absl::StatusCode::kDataLoss) {
       metrics_->checksum_failures.Increment();  // Dropped; refetch below.
     } else if (b.status().code() != absl::StatusCode::kNotFound) {
       LARDER_LOG(WARNING, "nvme.read")
@@ -262,7 +272,10 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
     if (journal_added_.size() < kMaxJournal) journal_added_.push_back(id.Key());
   }
   AdmitRam(*b);
-  if (nvme_) QueueNvmeWrite(*b);
+  if (nvme_) {
+    if (nvme_differs) nvme_->Erase({id.Key()});
+    QueueNvmeWrite(*b);
+  }
   return BlockRead{*std::move(b), BlockSource::kUnderStore};
 }
 
@@ -280,16 +293,25 @@ absl::StatusOr<std::shared_ptr<const Block>> BlockStore::FetchFromUnderStore(
     absl::Status status;
     size_t got = 0;
   };
+  // The object's size as the under-store reported it with each part: the
+  // request's object_size is believed only when they agree.
   std::vector<Part> results(parts);
   auto read_part = [&, store = mount.store](size_t i) {
     const size_t off = i * sub;
     const size_t len =
         parts == 1 ? buf.size() : std::min<size_t>(sub, buf.size() - off);
     metrics_->under_store_requests.Increment();
-    absl::StatusOr<size_t> n = store->ReadRange(
-        id.path, id.offset() + off, buf.subspan(off, len), id.version);
+    uint64_t object_size = 0;
+    absl::StatusOr<size_t> n =
+        store->ReadRange(id.path, id.offset() + off, buf.subspan(off, len),
+                         id.version, &object_size);
     if (!n.ok()) {
       results[i].status = n.status();
+    } else if (object_size != id.object_size) {
+      results[i].status = absl::FailedPreconditionError(absl::StrCat(
+          id.DebugString(), ": the under-store says the object is ",
+          object_size, " bytes, not ", id.object_size,
+          " as the request says; nothing cached"));
     } else {
       results[i].got = *n;
       if (*n != len) {
@@ -327,7 +349,11 @@ std::shared_ptr<const ObjectFile> BlockStore::ObjectFor(const BlockId& id) {
   {
     absl::MutexLock lock(&mu_);
     if (auto it = objects_.find(key); it != objects_.end()) {
-      if (std::shared_ptr<const ObjectFile> o = it->second.lock()) return o;
+      if (std::shared_ptr<const ObjectFile> o = it->second.lock()) {
+        // A memfd sized by a request that described the object wrongly (its
+        // fetch will fail) is not shared: this block gets its own.
+        return o->size() == id.object_size ? o : nullptr;
+      }
     }
   }
   absl::StatusOr<std::shared_ptr<ObjectFile>> created =
@@ -341,7 +367,8 @@ std::shared_ptr<const ObjectFile> BlockStore::ObjectFor(const BlockId& id) {
   }
   absl::MutexLock lock(&mu_);
   std::weak_ptr<const ObjectFile>& slot = objects_[key];
-  if (std::shared_ptr<const ObjectFile> o = slot.lock()) return o;  // Raced.
+  if (std::shared_ptr<const ObjectFile> o = slot.lock())  // Raced.
+    return o->size() == id.object_size ? o : nullptr;
   slot = *created;
   // Forget memfds whose blocks all left by other ways (TTL, eviction).
   if (objects_.size() >= 2 * objects_swept_ + 1024) {
@@ -380,7 +407,7 @@ absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
   auto it = objects_.find(ObjectKey(id));
   std::shared_ptr<const ObjectFile> object =
       it == objects_.end() ? nullptr : it->second.lock();
-  if (!object) {
+  if (!object || object->size() != id.object_size) {
     return absl::FailedPreconditionError(absl::StrCat(
         id.mount, "/", id.path, " is not cached as one memfd on this worker"));
   }
@@ -389,7 +416,8 @@ absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
   std::vector<std::shared_ptr<const Block>> found;
   for (b.index = 0; b.index < blocks; ++b.index) {
     std::shared_ptr<const Block> block = LookupRam(b.Key());
-    if (!block || block->object() != object) {
+    if (!block || block->object() != object ||
+        !CheckSameBlock(block->id(), b).ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("block ", b.index, " of ", id.mount, "/", id.path,
                        " is not in this worker's RAM"));

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -119,16 +120,21 @@ class BlockStore {
 
   // Returns the block, fetching it on a miss. Waits until `deadline`;
   // `cancelled` (may be empty) is polled while waiting.
+  // The block is served only as the under-store describes it: a request
+  // whose object size or version differs from what the worker's own fetch
+  // saw (or from the block it holds) fails and changes nothing.
   // Errors: InvalidArgument (bad block id, block size differs from the
   // mount's), NotFound (unknown mount, object gone), FailedPrecondition (the
-  // object changed: its version is not the requested one), DeadlineExceeded,
+  // object changed: its version is not the requested one; or the request
+  // misstates the object's size), DeadlineExceeded,
   // Cancelled, and the under-store's errors (Unavailable, PermissionDenied...).
   // `count_hit` = false for prefetch waits, which serve no reader.
   absl::StatusOr<BlockRead> Get(
       const BlockId& id, absl::Time deadline = absl::InfiniteFuture(),
       const std::function<bool()>& cancelled = nullptr, bool count_hit = true);
 
-  // The block if it is in RAM right now (counted as a hit), else nullptr.
+  // The block if it is in RAM right now and is the block `id` describes
+  // (counted as a hit), else nullptr.
   // Never blocks on I/O: RPC threads use it before handing a miss to Get.
   std::shared_ptr<const Block> TryGetCached(const BlockId& id);
 
@@ -215,7 +221,10 @@ class BlockStore {
 
   absl::Mutex mu_;
   CacheIndex<std::shared_ptr<const Block>> ram_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<BlockKey, std::shared_ptr<Flight>> flights_
+  // Flights by block key and the object size their request gave: a request
+  // that misstates the size fails its own flight, not an honest one.
+  using FlightKey = std::pair<BlockKey, uint64_t>;
+  absl::flat_hash_map<FlightKey, std::shared_ptr<Flight>> flights_
       ABSL_GUARDED_BY(mu_);
   // Object memfds by the key of the object's block 0.
   absl::flat_hash_map<BlockKey, std::weak_ptr<const ObjectFile>> objects_

@@ -355,5 +355,57 @@ TEST_F(BlockStoreTest, AnObjectLeavesRamWholeAndLentBytesOutliveIt) {
   EXPECT_NE(bs->Get(Id("a", 0))->block->object(), *lent);
 }
 
+// A request that misstates the object's size: its fetch is refused (the
+// under-store says the real size), nothing is cached, an honest read of the
+// same block that joins at the same time is not failed by it, and the
+// object's shared memfd is not sized by it.
+TEST_F(BlockStoreTest, AMisstatedObjectSizeCachesNothing) {
+  const std::string data = Pattern(2 * kBlock + 1000, 7);
+  store_->Put("obj", data);
+  auto bs = Make();
+  for (uint64_t size : {uint64_t{2 * kBlock + 999}, uint64_t{2 * kBlock + 1001},
+                        uint64_t{3 * kBlock}, uint64_t{kBlock * 64}}) {
+    BlockId wrong = Id("obj", 1);
+    wrong.object_size = size;
+    EXPECT_EQ(bs->Get(wrong).status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << size;
+  }
+  EXPECT_EQ(bs->GetStats().ram_blocks, 0u);
+  // Both at once: the wrong one fails, the honest one is served.
+  store_->CloseGate();
+  BlockId wrong = Id("obj", 2);
+  wrong.object_size = 3 * kBlock;
+  absl::StatusOr<BlockRead> bad, good;
+  std::thread a([&] { bad = bs->Get(wrong); });
+  std::thread b([&] { good = bs->Get(Id("obj", 2)); });
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 2; },
+                               absl::Seconds(10)));
+  store_->OpenGate();
+  a.join();
+  b.join();
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->block->data(), data.substr(2 * kBlock));
+  // Cached now: a wrong size is refused on the hit too, and TryGetCached
+  // does not hand the block out under it.
+  EXPECT_EQ(bs->Get(wrong).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(bs->TryGetCached(wrong), nullptr);
+  // An object memfd is lent only under the object's real size.
+  store_->Put("whole", data);
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(bs->Get(Id("whole", i)).ok());
+  BlockId wrong0 = Id("whole", 0);
+  wrong0.object_size = 2 * kBlock + 1;
+  EXPECT_EQ(bs->ExportObject(wrong0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto lent = bs->ExportObject(Id("whole", 0));
+  ASSERT_TRUE(lent.ok()) << lent.status();
+  EXPECT_EQ((*lent)->size(), data.size());
+  bs->UnexportObject(Id("whole", 0));
+  EXPECT_EQ(bs->ExportObject(wrong0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace larder

@@ -54,15 +54,16 @@ class ReadBlockReactor final
       Finish(ToGrpcStatus(st));
       return;
     }
-    const uint64_t length = id_.length();
-    if (req.offset() > length) {
-      Finish(ToGrpcStatus(absl::OutOfRangeError(
-          absl::StrCat("offset ", req.offset(), " beyond block ",
-                       id_.DebugString(), " of ", length, " bytes"))));
+    // Checked here against what the request says the block is, to refuse
+    // early, and again in Start against the bytes the worker holds.
+    if (absl::StatusOr<ByteRange> r =
+            RangeWithin(id_.length(), req.offset(), 0);
+        !r.ok()) {
+      Finish(ToGrpcStatus(r.status()));
       return;
     }
-    pos_ = req.offset();
-    end_ = req.length() == 0 ? length : std::min(length, pos_ + req.length());
+    offset_ = req.offset();
+    length_ = req.length() == 0 ? UINT64_MAX : req.length();
     chunk_ = req.max_chunk_bytes() == 0
                  ? service_->chunk_bytes_
                  : std::clamp<size_t>(req.max_chunk_bytes(),
@@ -96,6 +97,14 @@ class ReadBlockReactor final
 
  private:
   void Start(std::shared_ptr<const Block> block, BlockSource source) {
+    absl::StatusOr<ByteRange> range =
+        RangeWithin(block->length(), offset_, length_);
+    if (!range.ok()) {
+      Finish(ToGrpcStatus(range.status()));
+      return;
+    }
+    pos_ = range->begin;
+    end_ = range->end;
     block_ = std::move(block);
     source_ = source;
     WriteNext();
@@ -150,7 +159,9 @@ class ReadBlockReactor final
   std::atomic<bool> cancelled_{false};
   std::shared_ptr<const Block> block_;
   BlockSource source_ = BlockSource::kRam;
-  uint64_t pos_ = 0;
+  uint64_t offset_ = 0;  // As requested.
+  uint64_t length_ = 0;  // As requested; UINT64_MAX = to the end.
+  uint64_t pos_ = 0;     // Within block_, as held: pos_ <= end_ <= length.
   uint64_t end_ = 0;
   size_t chunk_ = 0;  // Data bytes per message.
   bool first_ = true;

@@ -149,6 +149,56 @@ absl::Status WriteFully(int fd, absl::string_view data, uint64_t offset) {
   return absl::OkStatus();
 }
 
+// Makes `path` a directory that only the worker may enter: created 0700
+// (its missing parents with the default mode), or, if it exists, owned by
+// the worker and left to no one else. Block files name the mount and path of
+// what they hold, and hold the bytes of mounts that the OS or a mount's mode
+// denies to most users: nobody but the worker (root) may read them.
+// Errors: PermissionDenied (cannot create it; it belongs to another user;
+// others may write to it, where they could plant or swap block files).
+absl::Status PrivateDirectory(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path parent =
+      std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot create NVMe directory ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("NVMe directory ", path, " is not a directory"));
+  }
+  if (st.st_uid != ::geteuid()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("NVMe directory ", path, " belongs to uid ", st.st_uid,
+                     ", not to the worker's uid ", ::geteuid(),
+                     ": give the worker a directory of its own"));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "NVMe directory %s is writable by others (mode %04o): others could "
+        "plant or swap cached blocks; run chmod go-w on it",
+        path, st.st_mode & 07777));
+  }
+  return absl::OkStatus();
+}
+
+// Directories that the worker made under a cache directory: 0700, also when
+// an older worker made them with the default mode.
+absl::Status WorkerOnlyDirectory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  if (::chmod(path.c_str(), 0700) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot restrict ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 uint64_t FreeBytes(const std::string& path) {
   struct statvfs s;
   if (::statvfs(path.c_str(), &s) != 0) return 0;
@@ -169,12 +219,9 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(
           absl::StrCat("NVMe directory ", d.path, " has no capacity"));
     }
     std::error_code ec;
-    std::filesystem::create_directories(d.path + "/tmp", ec);
-    std::filesystem::create_directories(d.path + "/blocks", ec);
-    if (ec) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "cannot create NVMe directory ", d.path, ": ", ec.message()));
-    }
+    LARDER_RETURN_IF_ERROR(PrivateDirectory(d.path));
+    LARDER_RETURN_IF_ERROR(WorkerOnlyDirectory(d.path + "/tmp"));
+    LARDER_RETURN_IF_ERROR(WorkerOnlyDirectory(d.path + "/blocks"));
     // Half-written files of a previous life.
     for (const auto& e :
          std::filesystem::directory_iterator(d.path + "/tmp", ec)) {
@@ -201,12 +248,16 @@ absl::Status NvmeTier::Rebuild(int dir) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   std::error_code ec;
   for (const auto& sub :
        std::filesystem::directory_iterator(d.path + "/blocks", ec)) {
+    // Made 0755 by workers before block files were private.
+    ::chmod(sub.path().c_str(), 0700);
     for (const auto& f : std::filesystem::directory_iterator(sub.path(), ec)) {
       const std::string path = f.path().string();
-      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       if (fd < 0) continue;
       struct stat st;
       absl::StatusOr<Header> h = ReadHeader(fd, path);
+      if (h.ok() && ::fstat(fd, &st) == 0 && (st.st_mode & 077) != 0)
+        ::fchmod(fd, 0600);
       bool ok = h.ok() && ::fstat(fd, &st) == 0 &&
                 static_cast<uint64_t>(st.st_size) == h->size + h->length &&
                 f.path().filename().string() == h->key.ToHex() + ".blk";
@@ -348,6 +399,12 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(
     return drop(
         absl::DataLossError(absl::StrCat(path, ": holds another block")));
   }
+  // The file is sound, but the request describes another object (size):
+  // refuse the request, keep the file.
+  if (absl::Status same = CheckSameBlock(h->id, id); !same.ok()) {
+    ::close(fd);
+    return same;
+  }
   absl::StatusOr<BlockWriter> w = BlockWriter::Create(id, std::move(object));
   if (!w.ok()) {
     ::close(fd);
@@ -420,7 +477,10 @@ absl::Status NvmeTier::Write(const Block& block) {
   DeleteFiles(evicted);
 
   absl::Status st;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // 0600, as created (the mode applies from the first byte, not after a
+  // chmod): block files are the worker's alone.
+  int fd = ::open(tmp.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   int err = 0;
   if (fd < 0) {
     err = errno;
@@ -438,10 +498,14 @@ absl::Status NvmeTier::Write(const Block& block) {
     ::close(fd);
   }
   if (st.ok()) {
-    std::error_code ec;
-    std::filesystem::create_directories(
-        std::filesystem::path(path).parent_path(), ec);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string parent =
+        std::filesystem::path(path).parent_path().string();
+    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+      err = errno;
+      st = absl::InternalError(
+          absl::StrCat("mkdir ", parent, ": ", std::strerror(err)));
+    }
+    if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
       err = errno;
       st = absl::InternalError(
           absl::StrCat("rename ", tmp, ": ", std::strerror(err)));

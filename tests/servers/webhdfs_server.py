@@ -21,8 +21,25 @@
 # auth) or delegation=TOKEN (with --token); anything else is 401, and
 # --deny PREFIX answers 403 for paths below PREFIX.
 #
+# Misbehaviours, for the tests of what a client does with a namenode that is
+# broken or hostile:
+#   --open-redirect URL   OPEN answers 307 with Location: URL (verbatim),
+#                         instead of the datanode's address
+#   --list-fault repeat   LISTSTATUS_BATCH ignores startAfter: always the
+#                         first batch, with remainingEntries > 0
+#   --list-fault empty    after the first batch, LISTSTATUS_BATCH answers no
+#                         entries but remainingEntries > 0
+#   --list-fault endless  LISTSTATUS_BATCH always brings one new file after
+#                         startAfter (f000000000, f000000001, ...) and
+#                         remainingEntries 1: a listing that never ends
+#
 #   webhdfs_server.py --root DIR --port P --datanode-port Q [--user U]
 #                     [--token T] [--batch 1000] [--deny /secret]
+#                     [--host 127.0.0.1] [--open-redirect URL]
+#                     [--list-fault repeat|empty|endless]
+#
+# --host is the IPv4 address both ports listen on and the datanode redirect
+# names (default 127.0.0.1).
 #
 # It prints "webhdfs: namenode PORT datanode PORT" when both listen and logs
 # one line per request on stderr.
@@ -60,6 +77,9 @@ def file_status(path, name):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     datanode = False
+    # Headers and body go out in two writes; with Nagle on, the body waits
+    # for the client's delayed ACK (40 ms per request on Linux).
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt, *args):
         sys.stderr.write("%s %s\n" % ("datanode" if self.datanode else "namenode",
@@ -125,12 +145,24 @@ class Handler(BaseHTTPRequestHandler):
             return self.open(local, q)
         if op == "GETFILESTATUS":
             return self.reply(200, {"FileStatus": file_status(local, "")})
+        if op == "LISTSTATUS_BATCH" and ARGS.list_fault == "endless":
+            after = q.get("startAfter", "")
+            n = int(after[1:]) + 1 if after[1:].isdigit() else 0
+            entry = {"accessTime": 0, "blockSize": 134217728, "childrenNum": 0,
+                     "fileId": 1000 + n, "group": "supergroup", "length": 1,
+                     "modificationTime": 1700000000000, "owner": "hdfs",
+                     "pathSuffix": "f%09d" % n, "permission": "644",
+                     "replication": 3, "storagePolicy": 0, "type": "FILE"}
+            return self.reply(200, {"DirectoryListing": {
+                "partialListing": {"FileStatuses": {"FileStatus": [entry]}},
+                "remainingEntries": 1}})
         if op in ("LISTSTATUS", "LISTSTATUS_BATCH"):
             if not os.path.isdir(local):
                 entries = [file_status(local, "")]
             else:
                 names = sorted(os.listdir(local), key=lambda n: n.encode())
-                if op == "LISTSTATUS_BATCH" and "startAfter" in q:
+                if (op == "LISTSTATUS_BATCH" and "startAfter" in q and
+                        ARGS.list_fault != "repeat"):
                     names = [n for n in names
                              if n.encode() > q["startAfter"].encode()]
                 entries = []
@@ -142,14 +174,18 @@ class Handler(BaseHTTPRequestHandler):
             if op == "LISTSTATUS":
                 return self.reply(200, {"FileStatuses": {"FileStatus": entries}})
             page = entries[:ARGS.batch]
+            remaining = len(entries) - len(page)
+            if ARGS.list_fault == "empty" and "startAfter" in q:
+                page, remaining = [], max(remaining, 1)
             return self.reply(200, {"DirectoryListing": {
                 "partialListing": {"FileStatuses": {"FileStatus": page}},
-                "remainingEntries": len(entries) - len(page)}})
+                "remainingEntries": remaining}})
         if op == "OPEN":
             if os.path.isdir(local):
                 return self.error(404, "FileNotFoundException",
                                   "Path is not a file: " + hdfs_path)
-            location = "http://127.0.0.1:%d%s" % (ARGS.datanode_port, self.path)
+            location = ARGS.open_redirect or "http://%s:%d%s" % (
+                ARGS.host, ARGS.datanode_port, self.path)
             return self.reply(307, b"", headers=[("Location", location)])
         return self.error(400, "UnsupportedOperationException",
                           "op=%s is not supported by this stand-in" % op)
@@ -185,9 +221,12 @@ def main():
     p.add_argument("--token")
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--deny", action="append", default=[])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--open-redirect")
+    p.add_argument("--list-fault", choices=["repeat", "empty", "endless"])
     ARGS = p.parse_args()
-    namenode = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
-    datanode = ThreadingHTTPServer(("127.0.0.1", ARGS.datanode_port),
+    namenode = ThreadingHTTPServer((ARGS.host, ARGS.port), Handler)
+    datanode = ThreadingHTTPServer((ARGS.host, ARGS.datanode_port),
                                    DataNodeHandler)
     namenode.daemon_threads = datanode.daemon_threads = True
     threading.Thread(target=datanode.serve_forever, daemon=True).start()

@@ -1,8 +1,12 @@
 // Copyright 2026 The Larder Authors.
 #include "tests/testing/webhdfs.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -10,6 +14,23 @@
 #include "absl/time/clock.h"
 
 namespace larder::testing {
+namespace {
+
+// True once something accepts TCP connections on host:port (IPv4).
+bool Accepts(const std::string& host, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok =
+      ::inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1 &&
+      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<WebHdfs>> WebHdfs::Start(Options options) {
   std::unique_ptr<WebHdfs> w(new WebHdfs);
@@ -31,7 +52,25 @@ absl::Status WebHdfs::Launch() {
         "--root",           root_,
         "--port",           absl::StrCat(port_),
         "--datanode-port",  absl::StrCat(datanode_port_),
-        "--batch",          absl::StrCat(options_.batch)};
+        "--batch",          absl::StrCat(options_.batch),
+        "--host",           options_.host};
+    if (!options_.open_redirect.empty()) {
+      argv.push_back("--open-redirect");
+      argv.push_back(options_.open_redirect);
+    }
+    switch (options_.list_fault) {
+      case ListFault::kNone:
+        break;
+      case ListFault::kRepeatBatch:
+        argv.insert(argv.end(), {"--list-fault", "repeat"});
+        break;
+      case ListFault::kEmptyBatch:
+        argv.insert(argv.end(), {"--list-fault", "empty"});
+        break;
+      case ListFault::kEndless:
+        argv.insert(argv.end(), {"--list-fault", "endless"});
+        break;
+    }
     if (!options_.user.empty()) {
       argv.push_back("--user");
       argv.push_back(options_.user);
@@ -48,6 +87,7 @@ absl::Status WebHdfs::Launch() {
     st = process_.Start(argv, log);
     if (!st.ok()) return st;
     const int a = port_, b = datanode_port_;
+    const std::string host = options_.host;
     bool exited = false;
     if (WaitFor(
             [&] {
@@ -55,7 +95,7 @@ absl::Status WebHdfs::Launch() {
                 exited = true;
                 return true;
               }
-              return PortAccepts(a) && PortAccepts(b);
+              return Accepts(host, a) && Accepts(host, b);
             },
             absl::Seconds(20)) &&
         !exited) {
@@ -75,7 +115,7 @@ absl::Status WebHdfs::Restart() {
 }
 
 std::string WebHdfs::Uri(const std::string& path) const {
-  return absl::StrCat("hdfs://127.0.0.1:", port_, "/", path,
+  return absl::StrCat("hdfs://", options_.host, ":", port_, "/", path,
                       options_.user.empty() ? "" : "?user=", options_.user);
 }
 

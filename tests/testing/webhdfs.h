@@ -19,11 +19,25 @@ namespace larder::testing {
 
 class WebHdfs {
  public:
+  // How LISTSTATUS_BATCH misbehaves (the server's --list-fault).
+  enum class ListFault {
+    kNone,
+    kRepeatBatch,  // Ignores startAfter: the first batch again and again.
+    kEmptyBatch,   // After the first batch: no entries, remainingEntries > 0.
+    kEndless,      // One new file per batch, remainingEntries 1, forever.
+  };
   struct Options {
     std::string user = "larder";    // Required user.name ("" = none needed).
     std::string token;              // Also accepted: delegation=TOKEN.
     int batch = 1000;               // Entries per LISTSTATUS_BATCH answer.
     std::vector<std::string> deny;  // HDFS path prefixes answered 403.
+    // The IPv4 address both ports listen on, which Uri() and the datanode
+    // redirect name. Default loopback.
+    std::string host = "127.0.0.1";
+    // Non-empty: OPEN answers 307 with this Location instead of the
+    // datanode's.
+    std::string open_redirect;
+    ListFault list_fault = ListFault::kNone;
   };
   static absl::StatusOr<std::unique_ptr<WebHdfs>> Start(Options options);
   static absl::StatusOr<std::unique_ptr<WebHdfs>> Start() {
@@ -35,7 +49,8 @@ class WebHdfs {
   absl::Status Restart();
 
   int port() const { return port_; }
-  // hdfs://127.0.0.1:PORT/PATH?user=USER
+  int datanode_port() const { return datanode_port_; }
+  // hdfs://HOST:PORT/PATH?user=USER
   std::string Uri(const std::string& path) const;
   // Creates or replaces HDFS file `path` (write + rename; the modification
   // time always moves forward, so the version changes).

@@ -66,9 +66,11 @@ class MemoryStore : public UnderStore {
                                 const ListOptions&) override {
     return absl::UnimplementedError("not needed");
   }
-  absl::StatusOr<size_t> ReadRange(
-      absl::string_view path, uint64_t offset, absl::Span<char> buffer,
-      absl::string_view expected_version) override {
+  using UnderStore::ReadRange;
+  absl::StatusOr<size_t> ReadRange(absl::string_view path, uint64_t offset,
+                                   absl::Span<char> buffer,
+                                   absl::string_view expected_version,
+                                   uint64_t* object_size) override {
     ++reads_;
     ++waiting_;
     absl::MutexLock lock(&mu_);
@@ -83,6 +85,7 @@ class MemoryStore : public UnderStore {
     }
     const std::string& d = it->second.data;
     if (offset > d.size()) return absl::OutOfRangeError("beyond");
+    if (object_size != nullptr) *object_size = d.size();
     size_t n = std::min<size_t>(buffer.size(), d.size() - offset);
     std::memcpy(buffer.data(), d.data() + offset, n);
     return n;
