@@ -6,6 +6,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/auth_context.h>
 #include <grpcpp/support/client_interceptor.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -471,6 +473,50 @@ std::shared_ptr<grpc::Channel> ChannelFactory::Channel(
       std::make_shared<const std::string>(absl::StrCat("Bearer ", token_))));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, credentials_, args, std::move(interceptors));
+}
+
+bool PeerCredentials::InGroup(uint32_t g) const {
+  return gid == g || std::find(groups.begin(), groups.end(), g) != groups.end();
+}
+
+absl::StatusOr<PeerCredentials> PeerCredentialsOf(int fd) {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return absl::InternalError(
+        absl::StrCat("SO_PEERCRED: ", std::strerror(errno)));
+  }
+  PeerCredentials peer{cred.uid, cred.gid, {}, cred.pid};
+  std::vector<gid_t> groups(64);
+  for (;;) {
+    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0)
+      break;
+    // ERANGE: `len` now says how much room the list needs.
+    if (errno != ERANGE || len <= groups.size() * sizeof(gid_t) ||
+        len > 65536 * sizeof(gid_t)) {
+      return absl::InternalError(
+          absl::StrCat("SO_PEERGROUPS: ", std::strerror(errno)));
+    }
+    groups.resize(len / sizeof(gid_t));
+  }
+  peer.groups.assign(groups.begin(), groups.begin() + len / sizeof(gid_t));
+  return peer;
+}
+
+std::string MountAccess::DebugString() const {
+  return absl::StrFormat("uid %s gid %s mode %04o",
+                         uid ? absl::StrCat(*uid) : "(daemon)",
+                         gid ? absl::StrCat(*gid) : "(daemon)", FileMode());
+}
+
+bool MayReadMount(const MountAccess& mount, const PeerCredentials& peer,
+                  uint32_t daemon_uid, uint32_t daemon_gid) {
+  if (peer.uid == 0) return true;
+  const uint32_t mode = mount.FileMode();
+  if (peer.uid == mount.uid.value_or(daemon_uid)) return (mode & 0400) != 0;
+  if (peer.InGroup(mount.gid.value_or(daemon_gid))) return (mode & 0040) != 0;
+  return (mode & 0004) != 0;
 }
 
 }  // namespace larder

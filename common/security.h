@@ -48,7 +48,9 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,41 @@ bool IsTlsFailure(const absl::Status& status);
 
 // True for 127.0.0.0/8, ::1, "localhost" and unix: addresses.
 bool IsLoopbackAddress(absl::string_view listen);
+
+// A local process's identity as the kernel vouches for it on a connected
+// unix socket (SO_PEERCRED, SO_PEERGROUPS): taken when the peer connected, so
+// neither a later setuid nor the reuse of its pid changes what it says.
+struct PeerCredentials {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;  // Supplementary groups.
+  int32_t pid = 0;               // For logs only.
+  bool InGroup(uint32_t g) const;
+};
+// Errors: Internal (not a unix socket, or the kernel would not say).
+absl::StatusOr<PeerCredentials> PeerCredentialsOf(int fd);
+
+// Who may read a mount's files: its MountEntry's owner, group and mode.
+// FUSE mounts present exactly these to the kernel (default_permissions),
+// and the workers apply them to local callers with MayReadMount.
+struct MountAccess {
+  std::optional<uint32_t> uid;  // Unset: the serving daemon's own uid.
+  std::optional<uint32_t> gid;  // Unset: the serving daemon's own gid.
+  uint32_t mode = 0;            // 0 = 0444.
+  // The permission bits files of the mount get: no write, setuid, setgid
+  // or sticky bit, whatever `mode` says (the cache is read-only, and a
+  // setuid file from a cache is a way to root).
+  uint32_t FileMode() const { return mode == 0 ? 0444 : mode & 0555; }
+  std::string DebugString() const;  // "uid 0 gid 4242 mode 0440".
+};
+
+// The one decision "may this local caller read this mount", made as the
+// kernel makes it for the FUSE view: root may; the owner by the owner bits
+// alone; a member of the group (primary or supplementary) by the group bits;
+// everyone else by the other bits. `daemon_uid`/`daemon_gid` stand for an
+// unset owner or group.
+bool MayReadMount(const MountAccess& mount, const PeerCredentials& peer,
+                  uint32_t daemon_uid, uint32_t daemon_gid);
 
 // Checks callers' roles on a server. Thread-safe, immutable after Create.
 class Authorizer {

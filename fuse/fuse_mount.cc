@@ -41,6 +41,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "common/ops_server.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "fuse/inode_table.h"
 #include "understore/uri.h"
@@ -404,9 +405,10 @@ class FuseMount::Fs {
   struct stat Attr(absl::string_view path, const FileInfo& info) const {
     struct stat st {};
     st.st_ino = InodeTable::StableIno(path);
-    // The mount's mode (MountEntry): write bits dropped (the cache is
-    // read-only), x added to directories where r is set.
-    const mode_t mode = info.mode == 0 ? 0444 : (info.mode & 07555);
+    // The mount's mode (MountEntry) as MountAccess gives it to every path
+    // (no write, setuid, setgid or sticky bit), x added to directories where
+    // r is set. The workers' short-circuit socket decides by the same bits.
+    const mode_t mode = MountAccess{info.uid, info.gid, info.mode}.FileMode();
     st.st_mode = info.is_dir ? (S_IFDIR | mode | ((mode & 0444) >> 2))
                              : (S_IFREG | mode);
     st.st_nlink = info.is_dir ? 2 : 1;

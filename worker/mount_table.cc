@@ -26,14 +26,18 @@ absl::Status MountTable::Add(const std::string& name, const std::string& uri,
 
 absl::Status MountTable::Add(const v1::MountEntry& entry,
                              std::shared_ptr<UnderStore> store) {
+  MountAccess access;
+  if (entry.has_uid()) access.uid = entry.uid();
+  if (entry.has_gid()) access.gid = entry.gid();
+  access.mode = entry.mode();
   return AddOpened(entry.path(), entry.uri(), std::move(store),
-                   entry.block_size(), entry.credentials());
+                   entry.block_size(), entry.credentials(), access);
 }
 
 absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
                                    std::shared_ptr<UnderStore> store,
-                                   uint64_t block_size,
-                                   std::string credentials) {
+                                   uint64_t block_size, std::string credentials,
+                                   MountAccess access) {
   // A flag-defined mount has a plain name; a master-defined one is a cluster
   // path ("/datasets/imagenet").
   if (name.empty() || (name.find('/') != std::string::npos && name[0] != '/')) {
@@ -47,8 +51,8 @@ absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
                                                    name, "' (4 KiB to 1 GiB)"));
   }
   absl::MutexLock lock(&mu_);
-  mounts_[name] = Mount{name, std::move(uri), std::move(credentials),
-                        block_size, std::move(store)};
+  mounts_[name] = Mount{name,       std::move(uri),   std::move(credentials),
+                        block_size, std::move(store), access};
   return absl::OkStatus();
 }
 
@@ -58,6 +62,16 @@ absl::StatusOr<Mount> MountTable::Find(absl::string_view name) const {
   if (it == mounts_.end())
     return absl::NotFoundError(absl::StrCat("unknown mount '", name, "'"));
   return it->second;
+}
+
+absl::StatusOr<MountAccess> MountTable::AccessOf(absl::string_view name) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = mounts_.find(name); it != mounts_.end())
+      return it->second.access;
+  }
+  LARDER_ASSIGN_OR_RETURN(Mount m, Get(name));
+  return m.access;
 }
 
 absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {

@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "proto/master.pb.h"
 #include "understore/options.h"
 #include "understore/under_store.h"
@@ -31,6 +32,9 @@ struct Mount {
   std::string credentials;  // The master's mounts: the credentials reference.
   uint64_t block_size = 0;
   std::shared_ptr<UnderStore> store;
+  // Who may read it through this worker's short-circuit socket (the
+  // master's mounts: their owner, group and mode; --mount flags: anyone).
+  MountAccess access;
 };
 
 class MountTable {
@@ -53,6 +57,10 @@ class MountTable {
   // next heartbeat), then looks again.
   absl::StatusOr<Mount> Get(absl::string_view name) const;
 
+  // Only the mount's access rules, without copying the rest (the
+  // short-circuit path asks once per block). Errors: those of Get.
+  absl::StatusOr<MountAccess> AccessOf(absl::string_view name) const;
+
   // Get without the miss hook (for the hook's own caller).
   absl::StatusOr<Mount> Find(absl::string_view name) const;
 
@@ -72,7 +80,7 @@ class MountTable {
  private:
   absl::Status AddOpened(const std::string& name, std::string uri,
                          std::shared_ptr<UnderStore> store, uint64_t block_size,
-                         std::string credentials = "");
+                         std::string credentials = "", MountAccess access = {});
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);

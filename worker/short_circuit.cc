@@ -7,13 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/fd_socket.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -23,9 +19,10 @@
 namespace larder {
 
 absl::StatusOr<std::unique_ptr<ShortCircuitServer>> ShortCircuitServer::Start(
-    Options options, BlockStore* store, WorkerMetrics* metrics) {
+    Options options, BlockStore* store, const MountTable* mounts,
+    WorkerMetrics* metrics) {
   std::unique_ptr<ShortCircuitServer> s(
-      new ShortCircuitServer(std::move(options), store, metrics));
+      new ShortCircuitServer(std::move(options), store, mounts, metrics));
   s->allowed_gids_ = s->options_.allowed_gids;
   if (s->allowed_gids_.empty()) s->allowed_gids_.push_back(::getegid());
   LARDER_ASSIGN_OR_RETURN(s->listen_fd_, ListenUnix(s->options_.socket_path,
@@ -61,31 +58,26 @@ void ShortCircuitServer::AcceptLoop() {
     if (::poll(&p, 1, 200) <= 0) continue;
     int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) continue;
-    struct ucred cred {};
-    socklen_t len = sizeof(cred);
-    const bool known =
-        ::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
-    if (!known || !PeerAllowed(cred)) {
-      const std::string who = known ? absl::StrCat("uid ", cred.uid, " gid ",
-                                                   cred.gid, " pid ", cred.pid)
-                                    : "an unknown peer";
+    absl::StatusOr<PeerCredentials> peer = PeerCredentialsOf(conn);
+    if (!peer.ok() || !PeerAllowed(*peer)) {
+      const std::string who = peer.ok()
+                                  ? absl::StrCat("uid ", peer->uid, " gid ",
+                                                 peer->gid, " pid ", peer->pid)
+                                  : "an unknown peer";
       bool first;
       {
         absl::MutexLock lock(&refused_mu_);
-        first = refused_uids_.insert(known ? cred.uid : ~0u).second;
+        first = refused_uids_.insert(peer.ok() ? peer->uid : ~0u).second;
       }
       if (first) {  // Once per uid: a refused client retries over gRPC.
         LARDER_LOG(WARNING, "short_circuit.refused")
             .Field("peer", who)
             .Field("socket", options_.socket_path);
       }
-      v1::ShortCircuitResponse refusal;
-      refusal.set_code(static_cast<int>(absl::StatusCode::kPermissionDenied));
-      refusal.set_message(absl::StrCat(
-          "short-circuit refused for ", who,
-          ": not an allowed uid or group of this worker (read over gRPC)"));
-      SendFrame(conn, refusal.SerializeAsString()).IgnoreError();
-      ::close(conn);
+      Refuse(conn, absl::StatusCode::kPermissionDenied,
+             absl::StrCat("short-circuit refused for ", who,
+                          ": not an allowed uid or group of this worker (read "
+                          "over gRPC)"));
       continue;
     }
     absl::MutexLock lock(&mu_);
@@ -93,40 +85,57 @@ void ShortCircuitServer::AcceptLoop() {
       ::close(conn);
       break;
     }
+    if (active_ >= options_.max_connections) {
+      if (absl::Now() - last_busy_log_ > absl::Seconds(10)) {
+        last_busy_log_ = absl::Now();
+        LARDER_LOG(WARNING, "short_circuit.busy")
+            .Field("connections", active_)
+            .Field("socket", options_.socket_path);
+      }
+      Refuse(conn, absl::StatusCode::kResourceExhausted,
+             absl::StrCat("short-circuit busy: ", active_,
+                          " connections served (read over gRPC)"));
+      continue;
+    }
     connections_.insert(conn);
     ++active_;
-    std::thread([this, conn] { Serve(conn); }).detach();
+    std::thread([this, conn, p = *std::move(peer)]() mutable {
+      Serve(conn, std::move(p));
+    }).detach();
   }
 }
 
-bool ShortCircuitServer::PeerAllowed(const struct ucred& cred) const {
-  if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
+void ShortCircuitServer::Refuse(int conn, absl::StatusCode code,
+                                std::string message) {
+  v1::ShortCircuitResponse refusal;
+  refusal.set_code(static_cast<int>(code));
+  refusal.set_message(std::move(message));
+  SendFrame(conn, refusal.SerializeAsString()).IgnoreError();
+  ::close(conn);
+}
+
+bool ShortCircuitServer::PeerAllowed(const PeerCredentials& peer) const {
+  if (peer.uid == 0 || peer.uid == ::geteuid()) return true;
   for (uint32_t u : options_.allowed_uids) {
-    if (cred.uid == u) return true;
+    if (peer.uid == u) return true;
   }
-  auto gid_allowed = [&](uint32_t g) {
-    for (uint32_t a : allowed_gids_) {
-      if (a == g) return true;
-    }
-    return false;
-  };
-  if (gid_allowed(cred.gid)) return true;
-  // Supplementary groups are not in SO_PEERCRED: read them from /proc (the
-  // peer is blocked in connect or its first request, so the pid is its own).
-  std::ifstream status(absl::StrCat("/proc/", cred.pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!absl::StartsWith(line, "Groups:")) continue;
-    for (absl::string_view g : absl::StrSplit(
-             line.substr(7), absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
-      uint32_t gid;
-      if (absl::SimpleAtoi(g, &gid) && gid_allowed(gid)) return true;
-    }
+  for (uint32_t g : allowed_gids_) {
+    if (peer.InGroup(g)) return true;
   }
   return false;
 }
 
-void ShortCircuitServer::Serve(int conn) {
+absl::Status ShortCircuitServer::MayRead(const PeerCredentials& peer,
+                                         const BlockId& id) const {
+  LARDER_ASSIGN_OR_RETURN(MountAccess access, mounts_->AccessOf(id.mount));
+  if (MayReadMount(access, peer, ::geteuid(), ::getegid()))
+    return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("uid ", peer.uid, " may not read mount '", id.mount, "' (",
+                   access.DebugString(), ")"));
+}
+
+void ShortCircuitServer::Serve(int conn, PeerCredentials peer) {
   // Leases held by this connection: id -> block key, and exported objects:
   // id -> a block of the object.
   absl::flat_hash_map<uint64_t, BlockKey> leases;
@@ -162,10 +171,12 @@ void ShortCircuitServer::Serve(int conn) {
       v1::ShortCircuitGrant* g = resp.add_grants();
       const BlockId id =
           req.blocks_size() == 1 ? FromProto(req.blocks(0)) : BlockId{};
-      absl::StatusOr<std::shared_ptr<const ObjectFile>> object =
+      absl::Status allowed =
           req.blocks_size() == 1
-              ? store_->ExportObject(id)
+              ? MayRead(peer, id)
               : absl::InvalidArgumentError("EXPORT names one block");
+      absl::StatusOr<std::shared_ptr<const ObjectFile>> object =
+          allowed.ok() ? store_->ExportObject(id) : allowed;
       if (!object.ok()) {
         g->set_code(static_cast<int>(object.status().code()));
         g->set_message(std::string(object.status().message()));
@@ -191,11 +202,16 @@ void ShortCircuitServer::Serve(int conn) {
       // Hits are what the request found in RAM: a block that the batch's
       // own fetches filled before its turn came is a miss, not a hit.
       std::vector<std::shared_ptr<const Block>> found;
+      std::vector<absl::Status> refused;
       found.reserve(req.blocks_size());
+      refused.reserve(req.blocks_size());
       for (const v1::BlockRef& ref : req.blocks()) {
         const BlockId id = FromProto(ref);
-        found.push_back(store_->TryGetCached(id));
-        if (found.back() == nullptr) store_->Prefetch(id);
+        refused.push_back(MayRead(peer, id));
+        found.push_back(refused.back().ok() ? store_->TryGetCached(id)
+                                            : nullptr);
+        if (found.back() == nullptr && refused.back().ok())
+          store_->Prefetch(id);
       }
       const absl::Duration lease = std::min(
           options_.max_lease,
@@ -204,7 +220,8 @@ void ShortCircuitServer::Serve(int conn) {
       for (int k = 0; k < req.blocks_size(); ++k) {
         v1::ShortCircuitGrant* g = resp.add_grants();
         absl::StatusOr<BlockRead> r =
-            found[k] != nullptr
+            !refused[k].ok() ? refused[k]
+            : found[k] != nullptr
                 ? BlockRead{std::move(found[k]), BlockSource::kRam}
                 : store_->Get(
                       FromProto(req.blocks(k)), deadline,

@@ -20,8 +20,11 @@
 // local FUSE daemon hands it to the kernel: passthrough reads), leasing
 // every block of it until RELEASE or the connection closes.
 //
-// One thread per connection (clients keep one connection per process or per
-// loader thread). Thread-safe; Stop() closes the socket and every connection.
+// Every block is lent only to a caller who may read its mount, decided as
+// the FUSE view decides it (MayReadMount). One thread per connection
+// (clients keep one connection per process or per loader thread), at most
+// max_connections of them. Thread-safe; Stop() closes the socket and every
+// connection.
 #ifndef LARDER_WORKER_SHORT_CIRCUIT_H_
 #define LARDER_WORKER_SHORT_CIRCUIT_H_
 
@@ -36,7 +39,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "worker/block_store.h"
+#include "worker/mount_table.h"
 
 namespace larder {
 
@@ -55,24 +60,42 @@ class ShortCircuitServer {
     std::vector<uint32_t> allowed_gids;
     // The socket file's mode; its group is the first allowed gid.
     int socket_mode = 0660;
+    // Connections served at once (a thread each); more are refused with
+    // RESOURCE_EXHAUSTED and read over gRPC. Default 1024.
+    int max_connections = 1024;
   };
 
   // Errors: Unavailable (cannot bind), InvalidArgument (path too long).
+  // Blocks are lent only to callers who may read their mount (MayReadMount
+  // with the peer's SO_PEERCRED/SO_PEERGROUPS and the mount's owner, group
+  // and mode from `mounts`); others get PERMISSION_DENIED for that block.
+  // `store`, `mounts` and `metrics` must outlive the server.
   static absl::StatusOr<std::unique_ptr<ShortCircuitServer>> Start(
-      Options options, BlockStore* store, WorkerMetrics* metrics);
+      Options options, BlockStore* store, const MountTable* mounts,
+      WorkerMetrics* metrics);
   ~ShortCircuitServer();
   void Stop();
 
  private:
-  ShortCircuitServer(Options options, BlockStore* store, WorkerMetrics* metrics)
-      : options_(std::move(options)), store_(store), metrics_(metrics) {}
+  ShortCircuitServer(Options options, BlockStore* store,
+                     const MountTable* mounts, WorkerMetrics* metrics)
+      : options_(std::move(options)),
+        store_(store),
+        mounts_(mounts),
+        metrics_(metrics) {}
   void AcceptLoop();
-  // Whether the peer with `cred` (SO_PEERCRED) may use the socket.
-  bool PeerAllowed(const struct ucred& cred) const;
-  void Serve(int conn);
+  // Whether `peer` may use the socket at all.
+  bool PeerAllowed(const PeerCredentials& peer) const;
+  // OK if `peer` may read the mount of `id`; else PermissionDenied (or the
+  // mount table's NotFound).
+  absl::Status MayRead(const PeerCredentials& peer, const BlockId& id) const;
+  // Refuses `conn` with one frame of `code` and closes it.
+  static void Refuse(int conn, absl::StatusCode code, std::string message);
+  void Serve(int conn, PeerCredentials peer);
 
   const Options options_;
   BlockStore* const store_;
+  const MountTable* const mounts_;
   WorkerMetrics* const metrics_;
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
@@ -83,6 +106,7 @@ class ShortCircuitServer {
   absl::Mutex refused_mu_;
   absl::flat_hash_set<uint32_t> refused_uids_ ABSL_GUARDED_BY(refused_mu_);
   int active_ ABSL_GUARDED_BY(mu_) = 0;  // Handler threads running (detached).
+  absl::Time last_busy_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace larder

@@ -82,7 +82,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(w->options_.listen, creds, &w->grpc_port_);
   builder.RegisterService(w->service_.get());
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  // Requests are small (a block reference, 16 per CacheBlocks); gRPC reads
+  // one whole before the role check, so the bound is what an anonymous
+  // caller can make the worker hold per call.
+  builder.SetMaxReceiveMessageSize(4 << 20);
   builder.SetMaxSendMessageSize(16 << 20);
   // Block data moves in 1 MiB messages: large HTTP/2 frames cut per-frame work.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
@@ -98,7 +101,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
             {.socket_path = w->options_.short_circuit_socket,
              .allowed_uids = w->options_.short_circuit_allowed_uids,
              .allowed_gids = w->options_.short_circuit_allowed_gids},
-            w->store_.get(), &w->metrics_));
+            w->store_.get(), w->mounts_.get(), &w->metrics_));
   }
   if (!w->options_.ops_listen.empty()) {
     OpsServer::Options ops;
