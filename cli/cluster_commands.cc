@@ -71,6 +71,11 @@ ABSL_FLAG(std::string, master_listen, "127.0.0.1:7060",
           "master: gRPC address.");
 ABSL_FLAG(std::string, master_metrics_listen, "127.0.0.1:7061",
           "master: /metrics and /healthz (empty = off).");
+ABSL_FLAG(std::string, master_max_request_size, "4MiB",
+          "master: the largest request read (every request is read whole "
+          "before its caller is authenticated). Workers send block reports "
+          "in 256 KiB parts; 64MiB only while workers older than packed "
+          "reports still run.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
           "master: a silent worker leaves the ring after this.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
@@ -250,6 +255,14 @@ absl::Status RunMaster(const std::vector<std::string>& args) {
   o.etcd_key_file = absl::GetFlag(FLAGS_etcd_key_file);
   o.leader_lease = absl::GetFlag(FLAGS_leader_lease);
   o.advertise = absl::GetFlag(FLAGS_advertise);
+  LARDER_ASSIGN_OR_RETURN(
+      const uint64_t max_request,
+      ParseBytes(absl::GetFlag(FLAGS_master_max_request_size)));
+  if (max_request < (64 << 10) || max_request > (1u << 30)) {
+    return absl::InvalidArgumentError(
+        "--master_max_request_size: 64KiB to 1GiB");
+  }
+  o.max_request_bytes = static_cast<int>(max_request);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -904,14 +917,14 @@ const Command kMasterCommand = {
     "file:// mounts are served only under --allowed_file_roots (none by "
     "default).\n",
     &RunMaster,
-    FlagList(
-        {kLogFlags,
-         kHttpFlags,
-         kServerFlags,
-         {"log_file", "master_listen", "master_metrics_listen", "state_dir",
-          "etcd", "etcd_prefix", "etcd_ca_file", "etcd_cert_file",
-          "etcd_key_file", "leader_lease", "advertise", "heartbeat_timeout",
-          "heartbeat_interval", "allowed_file_roots"}})};
+    FlagList({kLogFlags,
+              kHttpFlags,
+              kServerFlags,
+              {"log_file", "master_listen", "master_metrics_listen",
+               "master_max_request_size", "state_dir", "etcd", "etcd_prefix",
+               "etcd_ca_file", "etcd_cert_file", "etcd_key_file",
+               "leader_lease", "advertise", "heartbeat_timeout",
+               "heartbeat_interval", "allowed_file_roots"}})};
 const Command kMountCommand = {
     "mount", "add a mount (or list them without arguments)",
     "larder mount [PATH URI] [--mount_block_size=4MiB] [--metadata_ttl=60s]\n"

@@ -28,8 +28,19 @@ absl::StatusOr<std::unique_ptr<OpsServer>> OpsServer::Start(Options options) {
   static std::once_flag init;
   std::call_once(init, [] { mg_init_library(0); });
   std::unique_ptr<OpsServer> s(new OpsServer(std::move(options)));
-  const char* opts[] = {"listening_ports", s->options_.listen.c_str(),
-                        "num_threads", "2", nullptr};
+  // /healthz is the kubelet's liveness probe: it must answer while other
+  // clients hold connections open. Each connection takes a thread until it
+  // closes or times out, so: threads to spare for idle or slow clients, and
+  // a bound on how long one may sit on a thread without sending a request.
+  const char* opts[] = {"listening_ports",
+                        s->options_.listen.c_str(),
+                        "num_threads",
+                        "16",
+                        "request_timeout_ms",
+                        "2000",
+                        "enable_keep_alive",
+                        "no",
+                        nullptr};
   mg_callbacks callbacks{};
   s->ctx_ = mg_start(&callbacks, nullptr, opts);
   if (s->ctx_ == nullptr) {

@@ -2,6 +2,7 @@
 #include "master/master.h"
 
 #include <google/protobuf/text_format.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_builder.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
@@ -491,11 +492,17 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(m->options_.listen, creds, &m->port_);
   builder.RegisterService(m->service_.get());
-  // Workers send their block reports in parts of 256 KiB (16 bytes a
-  // block), but workers before packed keys sent one RegisterWorker of ~18
-  // bytes per block: gRPC's default 4 MiB refused any of them holding more
-  // than ~230,000 blocks (0.9 TB at 4 MiB), after every master restart.
-  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  // See MasterOptions::max_request_bytes: 20 unauthenticated 60 MB
+  // requests grew the master by 1.38 GB under a 64 MiB limit.
+  builder.SetMaxReceiveMessageSize(m->options_.max_request_bytes);
+  // The size limit alone is not enough: gRPC reads a request whole before
+  // checking its size, and 20 anonymous 60 MB requests still grew the
+  // master by 0.9 GB under a 4 MiB limit. A memory quota on the transport
+  // makes it stop reading (and, past the quota, cancel streams) instead:
+  // with four largest requests' worth, the same attack grew it by < 100 MB.
+  grpc::ResourceQuota quota("larder-master");
+  quota.Resize(4 * static_cast<size_t>(m->options_.max_request_bytes));
+  builder.SetResourceQuota(quota);
   m->server_ = builder.BuildAndStart();
   if (!m->server_ || m->port_ == 0) {
     return absl::UnavailableError(

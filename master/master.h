@@ -71,13 +71,16 @@ struct MasterOptions {
   // the other masters. Default: the listen address, with this host's name
   // for a wildcard host and the bound port.
   std::string advertise;
+  // The largest request the master reads. gRPC reads a request whole before
+  // any handler (and so the role check) runs: this bounds what a caller
+  // with no credential makes the master hold. Workers send block reports in
+  // parts of 256 KiB; workers from before packed reports sent one request
+  // of ~18 bytes a block and need up to 64 MiB. Default 4 MiB.
+  int max_request_bytes = 4 << 20;
 };
 
 class Master {
  public:
-  // The largest request the master accepts (a worker's block report).
-  static constexpr int kMaxRequestBytes = 64 << 20;
-
   // Errors: those of MountRegistry::Open; Unavailable (cannot bind).
   static absl::StatusOr<std::unique_ptr<Master>> Start(MasterOptions options);
   ~Master();

@@ -137,9 +137,14 @@ absl::StatusOr<v1::ListResponse> MetadataCache::List(
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(request.path()));
   const auto& [mount, rel] = resolved;
   const std::string cluster_path = Join(mount.path(), rel);
+  // Bounded: a page is one message, and every distinct page is cached.
+  const size_t page_size =
+      request.page_size() == 0
+          ? 1000
+          : std::min<size_t>(request.page_size(), kMaxListPageSize);
   const std::string key =
-      absl::StrCat(cluster_path, "\x01", request.recursive(), "|",
-                   request.page_size(), "|", request.page_token());
+      absl::StrCat(cluster_path, "\x01", request.recursive(), "|", page_size,
+                   "|", request.page_token());
   const absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&mu_);
@@ -150,7 +155,7 @@ absl::StatusOr<v1::ListResponse> MetadataCache::List(
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
   ListOptions o;
   o.recursive = request.recursive();
-  o.page_size = request.page_size() == 0 ? 1000 : request.page_size();
+  o.page_size = page_size;
   o.page_token = request.page_token();
   ++list_requests_;
   LARDER_ASSIGN_OR_RETURN(ListPage page, store->List(rel, o));

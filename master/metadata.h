@@ -46,7 +46,9 @@ class MetadataCache {
 
   // Errors: NotFound (no mount, or no such object), and the under-store's.
   absl::StatusOr<v1::StatResponse> Stat(absl::string_view path);
+  // A page_size above kMaxListPageSize is served as kMaxListPageSize (0: 1000).
   absl::StatusOr<v1::ListResponse> List(const v1::ListRequest& request);
+  static constexpr size_t kMaxListPageSize = 5000;
   // Entries a directory listing may cache for Stat; larger directories are
   // listed this far, and their other files are looked up one by one.
   static constexpr int kStatListingLimit = 10000;

@@ -639,6 +639,10 @@ TEST_F(ClusterTest, TheSameMountAgainChangesNothing) {
 // A worker holding 400,000 blocks (1.6 TB at 4 MiB) re-registers with its
 // whole block report, one 7 MB RegisterWorker: gRPC's default 4 MiB limit had
 // refused it ("Received message larger than max") after every master restart.
+// A worker from before packed reports sends its whole report in one
+// request of ~18 bytes a block. A master reads requests of at most 4 MiB by
+// default (they are read whole before the caller is authenticated); with
+// --master_max_request_size=64MiB, for the time of an upgrade, it takes it.
 TEST_F(ClusterTest, AWorkerWithALargeBlockReportRegisters) {
   v1::RegisterWorkerRequest req;
   req.mutable_worker()->set_id("big");
@@ -653,6 +657,20 @@ TEST_F(ClusterTest, AWorkerWithALargeBlockReportRegisters) {
   }
   ASSERT_GT(req.ByteSizeLong(), 4u << 20);
   v1::RegisterWorkerResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(60));
+    grpc::Status st = stub_->RegisterWorker(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << st.error_message();
+  }
+  auto upgrading = testing::MasterProcess::Start(
+      {"--master_max_request_size=64MiB"},
+      {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+  ASSERT_TRUE(upgrading.ok()) << upgrading.status();
+  stub_ = v1::Master::NewStub(
+      testing::SuiteChannels(Role::kAdmin)->Channel((*upgrading)->address()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   grpc::Status st = stub_->RegisterWorker(&ctx, req, &resp);

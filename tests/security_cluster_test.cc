@@ -10,11 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "common/security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -406,6 +410,108 @@ TEST_F(SecurityTest,
   // Without the reader token the gRPC path refuses it too.
   r = testing::Sh(absl::StrCat(kNobody, cat));
   EXPECT_EQ(r.code, 4) << r.out;
+}
+
+// The short-circuit socket lends a block only to a caller whom the mount's
+// owner, group and mode let read it (the FUSE view's rule), whatever socket
+// permissions let the caller connect; supplementary groups count, from
+// SO_PEERGROUPS.
+TEST_F(SecurityTest, ShortCircuitLendsOnlyBlocksOfMountsTheCallerMayRead) {
+  MountAll();
+  // A second worker that lets uid 65534 onto its socket.
+  std::vector<std::string> wflags = pki_->NodeFlags();
+  wflags.push_back(absl::StrCat("--master=", master_->address()));
+  wflags.push_back(absl::StrCat("--allowed_file_roots=", data_.path()));
+  wflags.push_back("--short_circuit_allowed_uids=65534");
+  auto worker = testing::WorkerProcess::Start(wflags);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const std::string sock = (*worker)->socket_path();
+  ASSERT_EQ(::chmod(std::filesystem::path(sock).parent_path().c_str(), 0755),
+            0);
+  ASSERT_EQ(::chmod(sock.c_str(), 0666), 0);
+  auto probe = [&](const std::string& user, const std::string& mount,
+                   const std::string& dir, const std::string& file) {
+    struct stat st;
+    const std::string local = absl::StrCat(data_.path(), "/", dir, "/", file);
+    EXPECT_EQ(::stat(local.c_str(), &st), 0);
+    const std::string version = absl::StrCat(
+        absl::ToUnixNanos(absl::TimeFromTimespec(st.st_mtim)), "-", st.st_size);
+    return testing::Sh(absl::StrCat(user, SHORT_CIRCUIT_PROBE, " ", sock, " ",
+                                    mount, " ", file, " ", version, " 0 ",
+                                    4 << 20, " ", st.st_size, " 2>&1"));
+  };
+  const std::string group =
+      "setpriv --reuid=65534 --regid=4242 --clear-groups -- ";
+  const std::string supplementary =
+      "setpriv --reuid=65534 --regid=65534 --groups=4242 -- ";
+  testing::Shell r = probe("", "/ds/team", "team", "t.txt");
+  EXPECT_EQ(r.out, "team-bytes");  // Root.
+  r = probe(kNobody, "/ds/public", "public", "a.txt");
+  EXPECT_EQ(r.out, "public-bytes");
+  r = probe(kNobody, "/ds/team", "team", "t.txt");
+  EXPECT_THAT(r.out, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(r.out, HasSubstr("may not read mount '/ds/team'"));
+  EXPECT_THAT(r.out, Not(HasSubstr("team-bytes")));
+  r = probe(kNobody, "/ds/private", "private", "secret.txt");
+  EXPECT_THAT(r.out, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(r.out, Not(HasSubstr("TOPSECRET")));
+  r = probe(group, "/ds/team", "team", "t.txt");
+  EXPECT_EQ(r.out, "team-bytes");
+  r = probe(supplementary, "/ds/team", "team", "t.txt");
+  EXPECT_EQ(r.out, "team-bytes");
+  r = probe(group, "/ds/private", "private", "secret.txt");
+  EXPECT_THAT(r.out, HasSubstr("PERMISSION_DENIED"));
+}
+
+// Resources before authentication: 20 callers with no credential each send
+// a 60 MB request at once. The master refuses them without holding them:
+// its RSS grows by less than 100 MB.
+TEST_F(SecurityTest, UnauthenticatedLargeRequestsDoNotGrowTheMaster) {
+  auto rss = [&]() -> int64_t {
+    auto status =
+        testing::ReadFile(absl::StrCat("/proc/", master_->pid(), "/status"));
+    if (!status.ok()) return -1;
+    const size_t at = status->find("VmRSS:");
+    if (at == std::string::npos) return -1;
+    return std::strtoll(status->c_str() + at + 6, nullptr, 10) * 1024;
+  };
+  const int64_t before = rss();
+  ASSERT_GT(before, 0);
+  const SecurityOptions anonymous = pki_->Client(Role::kNone);
+  std::atomic<int64_t> peak{before};
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    while (!done) {
+      const int64_t now = rss();
+      if (now > peak) peak = now;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  std::vector<std::thread> callers;
+  std::atomic<int> refused{0};
+  for (int i = 0; i < 20; ++i) {
+    callers.emplace_back([&] {
+      auto stub = MasterStub(anonymous);
+      v1::RegisterWorkerRequest req;
+      req.mutable_worker()->set_id("intruder");
+      req.set_cached_keys(std::string(60 << 20, 'k'));
+      v1::RegisterWorkerResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(60));
+      grpc::Status st = stub->RegisterWorker(&ctx, req, &resp);
+      refused += !st.ok();
+    });
+  }
+  for (auto& t : callers) t.join();
+  done = true;
+  sampler.join();
+  EXPECT_EQ(refused, 20);
+  std::printf("master RSS %.1f MB -> peak %.1f MB\n", before / 1e6,
+              peak.load() / 1e6);
+  EXPECT_LT(peak - before, 100 << 20)
+      << "RSS " << before << " -> peak " << peak.load();
+  EXPECT_TRUE(GetRing(*admin_).ok());  // Still serving.
 }
 
 TEST_F(SecurityTest, NoSecretReachesALogOrACommandLine) {
