@@ -20,12 +20,26 @@ RUN LARDER_SKIP_TEST_TOOLS=1 scripts/install-deps.sh \
 
 FROM debian:12-slim
 COPY --from=build /build/runtime-packages /tmp/runtime-packages
+# fuse3: fusermount3 (the FUSE pod's preStop). openssl and curl: the chart's certificate Job
+# (charts/larder/files/certs.sh) makes certificates and stores them through the Kubernetes API.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      fuse3 ca-certificates $(cat /tmp/runtime-packages) \
+      fuse3 ca-certificates openssl curl $(cat /tmp/runtime-packages) \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages
 COPY --from=build /build/cli/larder /usr/local/bin/larder
-# The master's state directory and the worker's socket directory (volumes in the chart).
-RUN mkdir -p /var/lib/larder/master /run/larder
+# A user without privilege, the image's default: the master, the `larder` CLI, the chart's
+# mounts and certificate Jobs run as it (uid and gid 65532, numeric below so that Kubernetes'
+# runAsNonRoot can check it). The chart runs two pods as root (runAsUser: 0), each for a
+# reason: the FUSE daemon mounts (CAP_SYS_ADMIN and /dev/fuse, in a privileged container for
+# Bidirectional mount propagation), and the worker must own its cache directories and the
+# short-circuit socket's on the host, which the kubelet creates as root (it runs with no
+# capability). The master's state directory and the worker's socket directory are volumes in
+# the chart.
+RUN groupadd --system --gid 65532 larder \
+ && useradd --system --uid 65532 --gid 65532 --home-dir /var/lib/larder --no-create-home \
+      --shell /usr/sbin/nologin larder \
+ && mkdir -p /var/lib/larder/master /run/larder \
+ && chown -R 65532:65532 /var/lib/larder
+USER 65532:65532
 ENTRYPOINT ["larder"]
 CMD ["--help"]

@@ -56,12 +56,91 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The chart's own etcd: HA, deploy, and no external endpoints. "true" or empty. */}}
+{{- define "larder.ownEtcd" -}}
+{{- if and .Values.ha.enabled .Values.ha.etcd.deploy (not .Values.ha.etcd.endpoints) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Larder's gRPC certificate: the named Secret, else the one the certificate Job makes. */}}
+{{- define "larder.tlsSecretName" -}}
+{{- .Values.tls.secretName | default (printf "%s-tls" (include "larder.fullname" .)) -}}
+{{- end -}}
+
+{{- define "larder.tlsGenerated" -}}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The name clients expect in the servers' certificate (--tls_server_name): tls.serverName,
+     else, with a generated certificate, the master Service's name, which that certificate
+     holds. Workers are dialled by pod IP, which no certificate made before they start can
+     name: the override makes every connection check the one name. */}}
+{{- define "larder.tlsServerName" -}}
+{{- if .Values.tls.serverName -}}
+{{- .Values.tls.serverName -}}
+{{- else if include "larder.tlsGenerated" . -}}
+{{- printf "%s-master.%s.svc" (include "larder.fullname" .) .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The DNS and IP names of the generated Larder certificate. */}}
+{{- define "larder.tlsSans" -}}
+{{- $name := include "larder.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $sans := list -}}
+{{- with .Values.tls.serverName }}{{ $sans = append $sans (printf "DNS:%s" .) }}{{ end -}}
+{{- $svc := printf "%s-master" $name -}}
+{{- $sans = concat $sans (list (printf "DNS:%s" $svc) (printf "DNS:%s.%s" $svc $ns) (printf "DNS:%s.%s.svc" $svc $ns) (printf "DNS:%s.%s.svc.cluster.local" $svc $ns)) -}}
+{{- $sans = concat $sans (list (printf "DNS:*.%s-master-headless.%s.svc" $name $ns) (printf "DNS:*.%s-master-headless.%s.svc.cluster.local" $name $ns) "DNS:localhost" "IP:127.0.0.1") -}}
+{{- join "," (uniq $sans) -}}
+{{- end -}}
+
+{{/* The chart's etcd with certificates the certificate Job makes (neither Secret named).
+     Naming only one of the two fails: both must come from the same CA. */}}
+{{- define "larder.etcdTlsGenerated" -}}
+{{- if include "larder.ownEtcd" . -}}
+{{- $e := .Values.ha.etcd -}}
+{{- if and $e.tlsSecret (not $e.serverTlsSecret) -}}
+{{- fail "ha.etcd.tlsSecret is set but not ha.etcd.serverTlsSecret: the chart's etcd needs both (from one CA), or neither (the certificate Job makes them)" -}}
+{{- else if and $e.serverTlsSecret (not $e.tlsSecret) -}}
+{{- fail "ha.etcd.serverTlsSecret is set but not ha.etcd.tlsSecret: the masters need a client certificate from the same CA, or set neither (the certificate Job makes both)" -}}
+{{- else if not $e.tlsSecret -}}true
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "larder.etcdTlsSecretName" -}}
+{{- printf "%s-etcd-tls" (include "larder.fullname" .) -}}
+{{- end -}}
+
+{{/* The DNS and IP names of the generated etcd certificate: the Service, every member, a
+     wildcard for the members, and loopback (etcdctl in the pod, etcd's own gateway). */}}
+{{- define "larder.etcdSans" -}}
+{{- $name := include "larder.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $svc := printf "%s-etcd" $name -}}
+{{- $sans := list (printf "DNS:%s" $svc) (printf "DNS:%s.%s" $svc $ns) (printf "DNS:%s.%s.svc" $svc $ns) (printf "DNS:%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- range $i := until (int .Values.ha.etcd.replicas) -}}
+{{- $sans = concat $sans (list (printf "DNS:%s-%d.%s.%s.svc" $svc $i $svc $ns) (printf "DNS:%s-%d.%s.%s.svc.cluster.local" $svc $i $svc $ns)) -}}
+{{- end -}}
+{{- $sans = concat $sans (list (printf "DNS:*.%s.%s.svc" $svc $ns) (printf "DNS:*.%s.%s.svc.cluster.local" $svc $ns) "DNS:localhost" "IP:127.0.0.1") -}}
+{{- join "," $sans -}}
+{{- end -}}
+
+{{/* TLS from the masters to etcd: a Secret named, or the chart's etcd's generated one. */}}
+{{- define "larder.masterEtcdTls" -}}
+{{- if and .Values.ha.enabled (or .Values.ha.etcd.tlsSecret (include "larder.etcdTlsGenerated" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "larder.certJobNeeded" -}}
+{{- if or (include "larder.tlsGenerated" .) (include "larder.etcdTlsGenerated" .) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Flags every daemon and client takes for TLS; the files are in /etc/larder/tls. */}}
 {{- define "larder.tlsClientArgs" -}}
 {{- if .Values.tls.enabled }}
 - --tls_ca_file=/etc/larder/tls/ca.crt
-{{- if .Values.tls.serverName }}
-- --tls_server_name={{ .Values.tls.serverName }}
+{{- with include "larder.tlsServerName" . }}
+- --tls_server_name={{ . }}
 {{- end }}
 {{- end }}
 {{- end -}}
@@ -83,16 +162,34 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end -}}
 
+{{/* The tokens and TLS files a pod gets, no more: (dict "root" $ "tokens" (list KEY...)
+     "serverCert" BOOL). Servers get the tokens file and their certificate and key; the FUSE
+     daemons and the mounts Job only the token they present and the CA. */}}
 {{- define "larder.secretVolumes" -}}
+{{- $root := .root -}}
 - name: tokens
   secret:
-    secretName: {{ include "larder.tokensSecret" . }}
+    secretName: {{ include "larder.tokensSecret" $root }}
     defaultMode: 0400
-{{- if .Values.tls.enabled }}
+    items:
+      {{- range .tokens }}
+      - key: {{ . }}
+        path: {{ . }}
+      {{- end }}
+{{- if $root.Values.tls.enabled }}
 - name: tls
   secret:
-    secretName: {{ required "tls.secretName is required with tls.enabled" .Values.tls.secretName }}
+    secretName: {{ include "larder.tlsSecretName" $root }}
     defaultMode: 0400
+    items:
+      - key: ca.crt
+        path: ca.crt
+      {{- if .serverCert }}
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+      {{- end }}
 {{- end }}
 {{- end -}}
 
@@ -105,6 +202,27 @@ app.kubernetes.io/component: {{ .component }}
   mountPath: /etc/larder/tls
   readOnly: true
 {{- end }}
+{{- end -}}
+
+{{/* Pods that run without root: the masters, the chart's etcd, the mounts and certificate
+     Jobs (uid and gid nonRoot.uid/gid, the image's `larder` user). fsGroup makes the volumes
+     (state, etcd data) and the Secret files (mode 0400, then group-readable) theirs. */}}
+{{- define "larder.nonRootPodSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.nonRoot.uid }}
+runAsGroup: {{ .Values.nonRoot.gid }}
+fsGroup: {{ .Values.nonRoot.gid }}
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "larder.nonRootContainerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
 {{- end -}}
 
 {{/* A memory quantity: the RAM tier plus the overhead, in MiB ("8Gi" + "1Gi" -> "9216Mi").
