@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "common/fd_socket.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 
 namespace larder {
 namespace {
@@ -127,7 +129,7 @@ absl::StatusOr<int> ConnectUnix(const std::string& path) {
   return fd;
 }
 
-absl::StatusOr<int> ListenUnix(const std::string& path, int mode) {
+absl::StatusOr<int> ListenUnix(const std::string& path, int mode, int gid) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path))
     return absl::InvalidArgumentError("socket path too long");
@@ -145,7 +147,35 @@ absl::StatusOr<int> ListenUnix(const std::string& path, int mode) {
     ::close(fd);
     return s;
   }
-  ::chmod(path.c_str(), static_cast<mode_t>(mode));
+  // The path could be swapped for a symlink between bind and chmod: open it
+  // without following links, check it is the socket just bound, and change
+  // that inode through /proc/self/fd (which names the inode itself).
+  struct stat bound;
+  const int file = ::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  absl::Status result;
+  if (file < 0 || ::fstat(file, &bound) != 0 || !S_ISSOCK(bound.st_mode)) {
+    result = absl::PermissionDeniedError(
+        absl::StrCat(path, " is no longer the socket just bound"));
+  } else {
+    const std::string self = absl::StrCat("/proc/self/fd/", file);
+    if (::chmod(self.c_str(), static_cast<mode_t>(mode)) != 0) {
+      result = absl::PermissionDeniedError(absl::StrCat(
+          "cannot set the mode of ", path, ": ", std::strerror(errno)));
+    } else if (gid >= 0 && ::chown(self.c_str(), static_cast<uid_t>(-1),
+                                   static_cast<gid_t>(gid)) != 0) {
+      // Not fatal: the socket stays the daemon's group's (a daemon that is
+      // not root may not give it to a group it is not in).
+      LARDER_LOG(WARNING, "socket.chown_failed")
+          .Field("socket", path)
+          .Field("gid", gid)
+          .Field("error", std::strerror(errno));
+    }
+  }
+  if (file >= 0) ::close(file);
+  if (!result.ok()) {
+    ::close(fd);
+    return result;
+  }
   return fd;
 }
 

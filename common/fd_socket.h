@@ -40,8 +40,14 @@ absl::Status RecvFrame(int sock, std::string* payload,
 // Connects to a Unix socket path. Errors: Unavailable, InvalidArgument.
 absl::StatusOr<int> ConnectUnix(const std::string& path);
 
-// Creates a listening Unix socket at `path`, replacing a stale socket file.
-absl::StatusOr<int> ListenUnix(const std::string& path, int mode = 0666);
+// Creates a listening Unix socket at `path`, replacing a stale socket file,
+// and gives the socket file `mode` and (gid >= 0; a warning if it cannot)
+// group `gid`. Both are set on the socket that was bound, never through a
+// symlink someone put in its place. Errors: Unavailable (cannot bind or
+// listen), InvalidArgument (path too long), PermissionDenied (the path is no
+// longer the socket bound, or its mode cannot be set).
+absl::StatusOr<int> ListenUnix(const std::string& path, int mode = 0666,
+                               int gid = -1);
 
 }  // namespace larder
 

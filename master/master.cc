@@ -20,6 +20,7 @@
 #include "common/master_connection.h"
 #include "common/security.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "master/invalidation_log.h"
 #include "proto/master.grpc.pb.h"
 
@@ -377,20 +378,32 @@ class MasterService final : public v1::Master::Service {
     if (grpc::Status denied = Enter(kGetClusterStats, *ctx); !denied.ok())
       return denied;
     resp->set_ring_version(membership_->version());
+    std::vector<v1::ClusterStatsResponse::Worker*> alive_workers;
     for (const auto& [info, alive] : membership_->Workers()) {
       auto* w = resp->add_workers();
       *w->mutable_info() = info;
       w->set_alive(alive);
       w->set_placement_blocks(membership_->BlocksOf(info.id()));
-      if (!alive) continue;
-      WorkerClient client(info.address(), *channels_);
-      absl::StatusOr<v1::GetStatsResponse> s =
-          client.GetStats(absl::Seconds(3));
-      if (s.ok()) {
-        *w->mutable_stats() = *std::move(s);
-      } else {
-        w->set_error(std::string(s.status().message()));
-      }
+      if (alive) alive_workers.push_back(w);
+    }
+    // Every worker at once, under one deadline: one after another, a
+    // thousand workers (or a few slow ones) held an RPC thread for minutes.
+    const absl::Time deadline = absl::Now() + absl::Seconds(3);
+    if (!alive_workers.empty()) {
+      ThreadPool pool(
+          static_cast<int>(std::min<size_t>(16, alive_workers.size())),
+          "larder-stats");
+      ParallelFor(pool, alive_workers.size(), [&](size_t i) {
+        v1::ClusterStatsResponse::Worker* w = alive_workers[i];
+        WorkerClient client(w->info().address(), *channels_);
+        absl::StatusOr<v1::GetStatsResponse> s = client.GetStats(
+            std::max(deadline - absl::Now(), absl::ZeroDuration()));
+        if (s.ok()) {
+          *w->mutable_stats() = *std::move(s);
+        } else {
+          w->set_error(std::string(s.status().message()));
+        }
+      });
     }
     return grpc::Status::OK;
   }

@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker_client.h"
@@ -683,6 +684,30 @@ TEST_F(ClusterTest, AWorkerWithALargeBlockReportRegisters) {
   ASSERT_TRUE(stub_->Locate(&ctx2, loc, &where).ok());
   ASSERT_EQ(where.locations_size(), 1);
   EXPECT_THAT(where.locations(0).worker_ids(), ::testing::Contains("big"));
+}
+
+// Stats ask every worker at once under one deadline: three workers that do
+// not answer (stopped) cost the caller one timeout, not one each.
+TEST_F(ClusterTest, ClusterStatsAskWorkersInParallel) {
+  for (auto& w : workers_) ::kill(w->pid(), SIGSTOP);
+  absl::Cleanup resume = [&] {
+    for (auto& w : workers_) ::kill(w->pid(), SIGCONT);
+  };
+  v1::ClusterStatsResponse stats;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(
+      stub_->GetClusterStats(&ctx, v1::ClusterStatsRequest(), &stats).ok());
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, absl::Seconds(6)) << "three 3 s timeouts one after another";
+  int unanswered = 0;
+  for (const auto& w : stats.workers()) {
+    unanswered += !w.error().empty();
+    EXPECT_TRUE(!w.alive() || !w.error().empty())
+        << w.info().id() << " answered while stopped";
+  }
+  EXPECT_GE(unanswered, 2);  // Else the time above proves nothing.
 }
 
 TEST_F(ClusterTest, ClearErrors) {

@@ -25,15 +25,10 @@ absl::StatusOr<std::unique_ptr<ShortCircuitServer>> ShortCircuitServer::Start(
       new ShortCircuitServer(std::move(options), store, mounts, metrics));
   s->allowed_gids_ = s->options_.allowed_gids;
   if (s->allowed_gids_.empty()) s->allowed_gids_.push_back(::getegid());
-  LARDER_ASSIGN_OR_RETURN(s->listen_fd_, ListenUnix(s->options_.socket_path,
-                                                    s->options_.socket_mode));
-  if (::chown(s->options_.socket_path.c_str(), static_cast<uid_t>(-1),
-              s->allowed_gids_[0]) != 0) {
-    LARDER_LOG(WARNING, "short_circuit.chown_failed")
-        .Field("socket", s->options_.socket_path)
-        .Field("gid", s->allowed_gids_[0])
-        .Field("error", std::strerror(errno));
-  }
+  LARDER_ASSIGN_OR_RETURN(
+      s->listen_fd_,
+      ListenUnix(s->options_.socket_path, s->options_.socket_mode,
+                 static_cast<int>(s->allowed_gids_[0])));
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
 }
