@@ -1,4 +1,5 @@
-# LARDER_SANITIZER=address|thread|undefined instruments every target.
+# LARDER_SANITIZER=address|thread|undefined|address,undefined instruments every
+# target (CI builds address,undefined: scripts/sanitize.sh).
 # Sanitizer builds use the system allocator instead of jemalloc (see Dependencies.cmake).
 if(LARDER_SANITIZER STREQUAL "")
   return()
@@ -8,8 +9,11 @@ elseif(LARDER_SANITIZER STREQUAL "thread")
   set(_larder_san_flags -fsanitize=thread)
 elseif(LARDER_SANITIZER STREQUAL "undefined")
   set(_larder_san_flags -fsanitize=undefined -fno-sanitize-recover=undefined)
+elseif(LARDER_SANITIZER STREQUAL "address,undefined")
+  set(_larder_san_flags -fsanitize=address,undefined -fno-sanitize-recover=undefined
+                        -fno-omit-frame-pointer)
 else()
-  message(FATAL_ERROR "LARDER_SANITIZER must be address, thread or undefined, got '${LARDER_SANITIZER}'")
+  message(FATAL_ERROR "LARDER_SANITIZER must be address, thread, undefined or address,undefined, got '${LARDER_SANITIZER}'")
 endif()
 add_compile_options(${_larder_san_flags})
 add_link_options(${_larder_san_flags})

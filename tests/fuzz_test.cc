@@ -2,7 +2,8 @@
 //
 // Seeded random-input tests of the parsers that take bytes from outside:
 // S3 XML, WebHDFS JSON, store URIs, size and duration flags, and the
-// short-circuit frame (against a real worker process). Each target mutates
+// short-circuit frame and the numeric fields of the worker's RPCs (against
+// a real worker process). Each target mutates
 // a corpus of valid inputs (byte flips, insertions of tokens the grammar
 // cares about, deletions, duplications, truncations, splices) for a bounded
 // time: no crash, no hang (every call well under a second), and the worker
@@ -11,6 +12,8 @@
 // time per target (default 2). Run under LARDER_SANITIZER=address or
 // undefined for sanitizer reports.
 #include <google/protobuf/stubs/logging.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +29,7 @@
 #include "common/fd_socket.h"
 #include "common/units.h"
 #include "gtest/gtest.h"
+#include "proto/worker.grpc.pb.h"
 #include "proto/worker.pb.h"
 #include "tests/testing/process.h"
 #include "tests/testing/worker_process.h"
@@ -278,6 +282,124 @@ TEST(FuzzTest, ShortCircuitFrames) {
   auto n = (*client)->Read(good, 0, absl::MakeSpan(buf));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(buf.substr(0, *n), "fuzzing-target");
+}
+
+// Every numeric field of the worker's data RPCs from a caller who speaks
+// the wire protocol directly: offsets, lengths, object and block sizes,
+// indexes and chunk sizes near 0, the real values and 2^64. A read is either
+// refused with a named code or returns exactly the object's bytes: never a
+// byte from outside the block, never bytes cached under a size the
+// under-store did not give. The worker stays up throughout.
+TEST(FuzzTest, WorkerRpcNumericFields) {
+  testing::TempDir data;
+  const uint64_t kBlock = 64 << 10;  // Several blocks, the last one short.
+  const std::string bytes = testing::PatternBytes(3 * kBlock + 4321, 9);
+  ASSERT_TRUE(testing::WriteFile(data.path() + "/f.bin", bytes).ok());
+  auto worker = testing::WorkerProcess::Start(
+      {absl::StrCat("--mount=ds=file://", data.path()),
+       absl::StrCat("--allowed_file_roots=", data.path()),
+       "--ram_capacity=64MiB", "--block_size=64KiB"});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  auto store = OpenUnderStore(absl::StrCat("file://", data.path()));
+  ASSERT_TRUE(store.ok());
+  auto info = (*store)->Stat("f.bin");
+  ASSERT_TRUE(info.ok());
+  const uint64_t size = info->size;
+  auto stub = v1::WorkerData::NewStub(grpc::CreateChannel(
+      (*worker)->address(), grpc::InsecureChannelCredentials()));
+  std::mt19937_64 rng(Seed());
+  const uint64_t kMax = ~uint64_t{0};
+  auto pick = [&](std::initializer_list<uint64_t> near) {
+    if (rng() % 4 == 0) return static_cast<uint64_t>(rng());
+    std::vector<uint64_t> v(near);
+    const uint64_t base = v[rng() % v.size()];
+    const int64_t delta = static_cast<int64_t>(rng() % 3) - 1;
+    return base + static_cast<uint64_t>(delta);  // Wraps on purpose.
+  };
+  const absl::Time end = absl::Now() + Budget();
+  int64_t reads = 0, served = 0;
+  while (absl::Now() < end) {
+    BlockId id{"ds", "f.bin", info->version};
+    id.index = pick({0, 1, 3, 4, kMax / kBlock});
+    id.block_size = rng() % 2 ? kBlock : pick({kBlock, 1, 1u << 30, 0});
+    id.object_size = rng() % 2 ? size : pick({size, 0, kBlock, kMax});
+    v1::ReadBlockRequest req;
+    ToProto(id, req.mutable_block());
+    const uint64_t held = id.Validate().ok() ? id.length() : kBlock;
+    req.set_offset(pick({0, held, kMax, uint64_t{1} << 63}));
+    req.set_length(pick({0, held, kMax - req.offset(), kMax}));
+    req.set_max_chunk_bytes(static_cast<uint32_t>(pick({0, 64 << 10})));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    auto reader = stub->ReadBlock(&ctx, req);
+    std::string got;
+    v1::ReadBlockResponse resp;
+    while (reader->Read(&resp)) got += resp.data();
+    const grpc::Status st = reader->Finish();
+    ++reads;
+    const bool honest = id.block_size == kBlock && id.object_size == size &&
+                        id.index < BlockCount(size, kBlock);
+    if (!st.ok()) {
+      EXPECT_NE(st.error_code(), grpc::StatusCode::UNKNOWN)
+          << st.error_message();
+      EXPECT_NE(st.error_code(), grpc::StatusCode::INTERNAL)
+          << st.error_message();
+      EXPECT_NE(st.error_code(), grpc::StatusCode::UNAVAILABLE)
+          << st.error_message();
+      EXPECT_EQ(got, "");
+      if (honest && req.offset() <= id.length()) {
+        ADD_FAILURE() << "an honest read was refused: " << st.error_message();
+      }
+      continue;
+    }
+    ++served;
+    ASSERT_TRUE(honest) << "served a block under a size or block size the "
+                           "store did not give: index "
+                        << id.index << " block " << id.block_size << " object "
+                        << id.object_size;
+    const uint64_t len = id.length();
+    ASSERT_LE(req.offset(), len);
+    const uint64_t want = req.length() == 0
+                              ? len - req.offset()
+                              : std::min(req.length(), len - req.offset());
+    ASSERT_EQ(got.size(), want);
+    ASSERT_TRUE(got == bytes.substr(id.offset() + req.offset(), want));
+  }
+  std::printf("%lld reads, %lld served (seed %llu)\n",
+              static_cast<long long>(reads), static_cast<long long>(served),
+              static_cast<unsigned long long>(Seed()));
+  EXPECT_GT(served, 0);
+  // Prefetches of the same fields: refused or cached as the store says.
+  v1::CacheBlocksRequest cache;
+  cache.set_wait(true);
+  for (int i = 0; i < 64; ++i) {
+    BlockId id{"ds",
+               "f.bin",
+               info->version,
+               pick({0, 3, 4}),
+               rng() % 2 ? kBlock : pick({kBlock, 0}),
+               rng() % 2 ? size : pick({size, 0, kMax})};
+    ToProto(id, cache.add_blocks());
+  }
+  v1::CacheBlocksResponse cached;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub->CacheBlocks(&ctx, cache, &cached).ok());
+  ASSERT_EQ(cached.results_size(), 64);
+  for (const v1::BlockResult& r : cached.results()) {
+    const BlockId id = FromProto(r.block());
+    const bool honest = id.block_size == kBlock && id.object_size == size &&
+                        id.index < BlockCount(size, kBlock);
+    EXPECT_EQ(r.code() == 0, honest) << r.message();
+  }
+  // Still serving, exactly.
+  auto client = ShortCircuitClient::Connect((*worker)->socket_path());
+  ASSERT_TRUE(client.ok()) << client.status();
+  BlockId last{"ds", "f.bin", info->version, 3, kBlock, size};
+  std::string buf(last.length(), '\0');
+  auto n = (*client)->Read(last, 0, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(buf == bytes.substr(3 * kBlock));
 }
 
 }  // namespace
