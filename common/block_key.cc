@@ -46,7 +46,6 @@ std::string BlockId::DebugString() const {
 
 absl::Status BlockId::Validate() const {
   if (mount.empty()) return absl::InvalidArgumentError("block has no mount");
-  if (path.empty()) return absl::InvalidArgumentError("block has no path");
   if (version.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "block ", DebugString(), " has no version (a version is required)"));

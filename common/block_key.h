@@ -60,9 +60,11 @@ struct BlockId {
   uint64_t length() const;
   // "mount/path#index" for logs and errors.
   std::string DebugString() const;
-  // InvalidArgument if the block lies beyond the object, a field is empty,
-  // or the version is not a bounded printable token (kMaxVersionBytes of
-  // '!'..'~' without '"': it travels in If-Match headers).
+  // InvalidArgument if the block lies beyond the object, the mount or the
+  // version is empty, or the version is not a bounded printable token
+  // (kMaxVersionBytes of '!'..'~' without '"': it travels in If-Match
+  // headers). The path is the under-store's to check ("" is a mount that is
+  // one file).
   absl::Status Validate() const;
 };
 
