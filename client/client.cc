@@ -1353,9 +1353,15 @@ class ClientImpl final : public Client {
         return c;
       }
     }
-    LARDER_ASSIGN_OR_RETURN(std::unique_ptr<ShortCircuitClient> c,
-                            ShortCircuitClient::Connect(socket));
-    return std::shared_ptr<ShortCircuitClient>(std::move(c));
+    absl::StatusOr<std::unique_ptr<ShortCircuitClient>> c =
+        ShortCircuitClient::Connect(socket);
+    if (!c.ok()) {
+      // A socket served by an untrusted user: read that worker over gRPC.
+      if (c.status().code() == absl::StatusCode::kPermissionDenied)
+        NoteShortCircuitRefused(socket, c.status());
+      return c.status();
+    }
+    return std::shared_ptr<ShortCircuitClient>(*std::move(c));
   }
   void GiveShortCircuit(const std::string& socket,
                         std::shared_ptr<ShortCircuitClient> c) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/block_proto.h"
 #include "common/fd_socket.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "proto/worker.pb.h"
 
@@ -19,6 +20,18 @@ namespace larder {
 absl::StatusOr<std::unique_ptr<ShortCircuitClient>> ShortCircuitClient::Connect(
     const std::string& path) {
   LARDER_ASSIGN_OR_RETURN(int sock, ConnectUnix(path));
+  // The blocks a worker lends are trusted as the mount's bytes: only a
+  // worker running as root or as this process's own user may lend them (a
+  // socket path another user could bind, or a stale path in a shared
+  // directory, would otherwise feed this process anyone's bytes).
+  absl::StatusOr<PeerCredentials> server = PeerCredentialsOf(sock);
+  if (!server.ok() || (server->uid != 0 && server->uid != ::geteuid())) {
+    ::close(sock);
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the short-circuit socket ", path, " is served by ",
+        server.ok() ? absl::StrCat("uid ", server->uid) : "an unknown peer",
+        ", not by root or this process's user: not trusted"));
+  }
   return std::unique_ptr<ShortCircuitClient>(new ShortCircuitClient(sock));
 }
 

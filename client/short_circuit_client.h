@@ -38,7 +38,8 @@ class ShortCircuitClient {
     std::string source;
   };
 
-  // Errors: Unavailable (no worker socket at `path`).
+  // Errors: Unavailable (no worker socket at `path`), PermissionDenied (the
+  // socket's server runs neither as root nor as this process's user).
   static absl::StatusOr<std::unique_ptr<ShortCircuitClient>> Connect(
       const std::string& path);
   ~ShortCircuitClient();

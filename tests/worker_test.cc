@@ -718,5 +718,34 @@ TEST_F(WorkerTest, HealthzAnswersUnderIdleConnections) {
   }
 }
 
+// A socket at the worker's path served by another user (a stale path in a
+// shared directory, bound by someone else) is not trusted with this
+// process's reads.
+TEST(ShortCircuitClientTest, RefusesASocketServedByAnotherUser) {
+  testing::TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0777), 0);
+  const std::string sock = dir.path() + "/worker.sock";
+  testing::Subprocess impostor;
+  ASSERT_TRUE(impostor
+                  .Start({"setpriv", "--reuid=65534", "--regid=65534",
+                          "--clear-groups", "--", "/usr/bin/python3", "-c",
+                          absl::StrCat("import socket,time\n"
+                                       "s=socket.socket(socket.AF_UNIX)\n"
+                                       "s.bind('",
+                                       sock,
+                                       "')\n"
+                                       "s.listen(8)\n"
+                                       "time.sleep(60)\n")},
+                         dir.path() + "/impostor.log", {})
+                  .ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(sock); },
+                               absl::Seconds(20)));
+  auto client = ShortCircuitClient::Connect(sock);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kPermissionDenied)
+      << client.status();
+  EXPECT_THAT(client.status().message(), ::testing::HasSubstr("uid 65534"));
+  impostor.Stop(SIGKILL);
+}
+
 }  // namespace
 }  // namespace larder
