@@ -4,7 +4,7 @@
 // File: grpc_status.h
 // -----------------------------------------------------------------------------
 //
-// The one place where absl::Status and grpc::Status meet (CONVENTIONS 6).
+// The one place where absl::Status and grpc::Status meet.
 // Codes map one to one (both follow google.rpc.Code); messages are redacted.
 #ifndef LARDER_COMMON_GRPC_STATUS_H_
 #define LARDER_COMMON_GRPC_STATUS_H_

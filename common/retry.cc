@@ -36,8 +36,12 @@ absl::Status RetryWithBackoff(const RetryOptions& options,
     status = attempt();
     if (status.ok() || !IsRetryable(status) || i + 1 == attempts) break;
     const absl::Duration ceiling = BackoffCeiling(options, i);
-    const absl::Duration sleep = absl::Nanoseconds(
-        absl::Uniform<int64_t>(rng, 0, absl::ToInt64Nanoseconds(ceiling) + 1));
+    // Equal jitter: at least half the ceiling, so a retry budget lasts at
+    // least half its nominal time (full jitter let a load's 8 attempts,
+    // nominally 15 s, run out within a 2 s worker restart).
+    const int64_t half = absl::ToInt64Nanoseconds(ceiling) / 2;
+    const absl::Duration sleep =
+        absl::Nanoseconds(half + absl::Uniform<int64_t>(rng, 0, half + 1));
     LARDER_LOG(WARNING, "retry")
         .Field("op", what)
         .Field("attempt", i + 1)

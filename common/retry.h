@@ -4,9 +4,11 @@
 // File: retry.h
 // -----------------------------------------------------------------------------
 //
-// Retries an idempotent operation with exponential backoff and full jitter
-// ("Exponential Backoff And Jitter", AWS Architecture Blog): the n-th retry
-// sleeps uniform(0, min(max_backoff, initial_backoff * 2^n)).
+// Retries an idempotent operation with exponential backoff and equal jitter
+// ("Exponential Backoff And Jitter", AWS Architecture Blog): with ceiling
+// c = min(max_backoff, initial_backoff * 2^n), the n-th retry sleeps
+// c/2 + uniform(0, c/2), so retries stay spread out while their total time
+// never falls below half the nominal budget.
 //
 // Usage:
 //

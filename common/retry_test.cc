@@ -54,5 +54,21 @@ TEST(RetryTest, BackoffDoublesAndCaps) {
   EXPECT_EQ(BackoffCeiling(o, 30), absl::Milliseconds(300));
 }
 
+// Equal jitter: every sleep is at least half its ceiling, so a retry budget
+// cannot run out early by luck (10 + 20 + 40 ms at least here).
+TEST(RetryTest, RetriesTakeAtLeastHalfTheirNominalTime) {
+  RetryOptions o;
+  o.max_attempts = 4;
+  o.initial_backoff = absl::Milliseconds(20);
+  o.max_backoff = absl::Seconds(1);
+  for (int round = 0; round < 5; ++round) {
+    const absl::Time start = absl::Now();
+    absl::Status s =
+        RetryWithBackoff(o, "t", [] { return absl::UnavailableError("down"); });
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(70));
+  }
+}
+
 }  // namespace
 }  // namespace larder

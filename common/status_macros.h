@@ -5,8 +5,7 @@
 // -----------------------------------------------------------------------------
 //
 // The two status-propagation macros Larder uses. Abseil 20220623 (Debian 12)
-// has no public RETURN_IF_ERROR, so these are the project's only ones
-// (CONVENTIONS 5).
+// has no public RETURN_IF_ERROR, so these are the project's only ones.
 //
 // Usage:
 //

@@ -19,8 +19,8 @@ namespace {
 constexpr size_t kBatchBlocks = 16;  // Blocks per CacheBlocks call.
 constexpr int kInFlightPerWorker = 4;
 // A batch whose worker is slow or unreachable (restarting, out of memory,
-// briefly partitioned) is retried for about 15 s (backoff ceilings 0.25, 0.5,
-// 1, 2, 4, 4, 4 s, full jitter) before its blocks count as failed; a rerun
+// briefly partitioned) is retried for 8 to 16 s (backoff ceilings 0.25, 0.5,
+// 1, 2, 4, 4, 4 s, equal jitter) before its blocks count as failed; a rerun
 // of the load then fetches only what is still missing.
 constexpr RetryOptions kBatchRetry = {
     .max_attempts = 8,
