@@ -400,7 +400,7 @@ void BlockStore::RetireObjects(
 }
 
 absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
-    const BlockId& id) {
+    const BlockId& id, absl::Time until) {
   LARDER_RETURN_IF_ERROR(id.Validate());
   const absl::Time now = Touch();
   absl::MutexLock lock(&mu_);
@@ -425,7 +425,7 @@ absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
     found.push_back(std::move(block));
   }
   for (const auto& block : found) {
-    ram_.Lease(block->key(), absl::InfiniteFuture());
+    ram_.Lease(block->key(), until);
     metrics_->hits_ram.Increment();
     NoteReread(block, now);
   }

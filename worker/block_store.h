@@ -148,14 +148,15 @@ class BlockStore {
 
   // Lends a whole cached object as one read-only memfd (FUSE passthrough:
   // the kernel reads it without asking anyone): `id` names any block of it.
-  // Every block of the object is leased until UnexportObject, so the worker
-  // keeps counting the memory the reader uses; the bytes stay valid for as
-  // long as anyone holds the fd, whatever the worker does. Counts one RAM
-  // hit per block. Errors: FailedPrecondition (not every block is in RAM,
-  // or the object is not kept as one memfd: see object_file_max_bytes),
+  // Every block of the object is leased until `until` or UnexportObject, so
+  // the worker keeps counting the memory the reader uses while the lease
+  // lasts; the bytes stay valid for as long as anyone holds the fd, whatever
+  // the worker does (an expired export only makes the blocks evictable). Counts
+  // one RAM hit per block. Errors: FailedPrecondition (not every block is in
+  // RAM, or the object is not kept as one memfd: see object_file_max_bytes),
   // InvalidArgument.
   absl::StatusOr<std::shared_ptr<const ObjectFile>> ExportObject(
-      const BlockId& id);
+      const BlockId& id, absl::Time until);
   void UnexportObject(const BlockId& id);
 
   // Drops blocks from every tier; returns how many entries were removed.

@@ -266,12 +266,15 @@ TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
   store_->Put("shard", data);
   auto bs = Make();
   // Not cached yet, then cached in part: not lent.
-  EXPECT_EQ(bs->ExportObject(Id("shard", 1)).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      bs->ExportObject(Id("shard", 1), absl::InfiniteFuture()).status().code(),
+      absl::StatusCode::kFailedPrecondition);
   std::vector<std::shared_ptr<const Block>> blocks;
   for (uint64_t i = 0; i < 3; ++i) {
     if (i == 2) {
-      EXPECT_EQ(bs->ExportObject(Id("shard", 0)).status().code(),
+      EXPECT_EQ(bs->ExportObject(Id("shard", 0), absl::InfiniteFuture())
+                    .status()
+                    .code(),
                 absl::StatusCode::kFailedPrecondition);
     }
     auto r = bs->Get(Id("shard", i));
@@ -285,7 +288,7 @@ TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
               static_cast<ssize_t>(via_fd.size()));
     EXPECT_EQ(via_fd, data.substr(i * kBlock, r->block->length()));
   }
-  auto object = bs->ExportObject(Id("shard", 2));
+  auto object = bs->ExportObject(Id("shard", 2), absl::InfiniteFuture());
   ASSERT_TRUE(object.ok()) << object.status();
   EXPECT_EQ((*object)->size(), data.size());
   std::string whole(data.size() + 1, '\0');
@@ -314,7 +317,9 @@ TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
   auto r = limited->Get(Id("shard", 0));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->block->object(), nullptr);
-  EXPECT_EQ(limited->ExportObject(Id("shard", 0)).status().code(),
+  EXPECT_EQ(limited->ExportObject(Id("shard", 0), absl::InfiniteFuture())
+                .status()
+                .code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -331,7 +336,7 @@ TEST_F(BlockStoreTest, AnObjectLeavesRamWholeAndLentBytesOutliveIt) {
     for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(bs->Get(Id(name, i)).ok());
   }
   // Lent while cached: pressure does not evict it.
-  auto lent = bs->ExportObject(Id("a", 0));
+  auto lent = bs->ExportObject(Id("a", 0), absl::InfiniteFuture());
   ASSERT_TRUE(lent.ok()) << lent.status();
   ASSERT_TRUE(bs->Get(Id("c", 0)).ok());
   EXPECT_EQ(bs->GetStats().ram_blocks, 3u);  // a (2) and c; b left whole.
@@ -353,6 +358,31 @@ TEST_F(BlockStoreTest, AnObjectLeavesRamWholeAndLentBytesOutliveIt) {
   EXPECT_TRUE(whole == a);
   // The refetched block lives in a new memfd, not the lent one.
   EXPECT_NE(bs->Get(Id("a", 0))->block->object(), *lent);
+}
+
+// An export is a lease: once it runs out the object's blocks are evictable
+// again, even if the reader never releases it (a client that hangs cannot
+// pin the worker's RAM), and the fd it holds still reads the bytes.
+TEST_F(BlockStoreTest, AnExportThatRunsOutNoLongerPinsTheObject) {
+  const std::string a = Pattern(2 * kBlock, 1);
+  store_->Put("a", a);
+  store_->Put("b", Pattern(2 * kBlock, 2));
+  BlockStoreOptions o;
+  o.ram_capacity_bytes = 2 * kBlock;
+  o.object_file_max_bytes = 2 * kBlock;
+  auto bs = Make(o);
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(bs->Get(Id("a", i)).ok());
+  auto lent =
+      bs->ExportObject(Id("a", 0), absl::Now() + absl::Milliseconds(50));
+  ASSERT_TRUE(lent.ok()) << lent.status();
+  absl::SleepFor(absl::Milliseconds(100));
+  // Never released, yet b takes a's place.
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(bs->Get(Id("b", i)).ok());
+  EXPECT_EQ(bs->Get(Id("a", 0))->source, BlockSource::kUnderStore);
+  std::string whole(a.size(), '\0');
+  EXPECT_EQ(::pread((*lent)->fd(), whole.data(), whole.size(), 0),
+            static_cast<ssize_t>(a.size()));
+  EXPECT_TRUE(whole == a);
 }
 
 // A request that misstates the object's size: its fetch is refused (the
@@ -397,13 +427,13 @@ TEST_F(BlockStoreTest, AMisstatedObjectSizeCachesNothing) {
   for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(bs->Get(Id("whole", i)).ok());
   BlockId wrong0 = Id("whole", 0);
   wrong0.object_size = 2 * kBlock + 1;
-  EXPECT_EQ(bs->ExportObject(wrong0).status().code(),
+  EXPECT_EQ(bs->ExportObject(wrong0, absl::InfiniteFuture()).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  auto lent = bs->ExportObject(Id("whole", 0));
+  auto lent = bs->ExportObject(Id("whole", 0), absl::InfiniteFuture());
   ASSERT_TRUE(lent.ok()) << lent.status();
   EXPECT_EQ((*lent)->size(), data.size());
   bs->UnexportObject(Id("whole", 0));
-  EXPECT_EQ(bs->ExportObject(wrong0).status().code(),
+  EXPECT_EQ(bs->ExportObject(wrong0, absl::InfiniteFuture()).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
