@@ -2,6 +2,7 @@
 #include "common/master_connection.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -11,12 +12,23 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 
 namespace larder {
 namespace {
 
 // How long a call waits for a leader while the masters answer "none".
 constexpr absl::Duration kNoLeaderWait = absl::Seconds(10);
+
+grpc::Status UnlistedLeader(absl::string_view asked, absl::string_view leader,
+                            absl::string_view listed) {
+  return grpc::Status(
+      grpc::StatusCode::UNAVAILABLE,
+      absl::StrCat("master ", asked, " says the leader is ", leader,
+                   ", which is not one of the masters given (", listed,
+                   "); only those are called: list every master in "
+                   "--master"));
+}
 
 }  // namespace
 
@@ -85,6 +97,7 @@ grpc::Status MasterConnection::Run(
   absl::Duration backoff = absl::Milliseconds(50);
   int hops = 0;          // Redirects followed without a pause.
   size_t unreached = 0;  // Addresses in a row that could not be reached.
+  size_t unlisted = 0;   // Answers that named a leader not in the list.
   grpc::Status last;
   // A master's own "no leader now" says more than a later timeout.
   grpc::Status no_leader;
@@ -98,13 +111,11 @@ grpc::Status MasterConnection::Run(
       address = current_;
       target = TargetFor(address);
     }
-    const bool listed =
-        std::find(list_.begin(), list_.end(), address) != list_.end();
     const absl::Duration remaining = deadline - absl::Now();
     // One paused master must not take the whole timeout of a call that has
     // others to try.
     absl::Duration attempt = remaining;
-    if (several() || !listed) {
+    if (several()) {
       const bool connected = target.channel->GetState(
                                  /*try_to_connect=*/true) == GRPC_CHANNEL_READY;
       attempt = std::min(remaining,
@@ -124,7 +135,30 @@ grpc::Status MasterConnection::Run(
     if (hint != trailers.end()) {
       const std::string leader(hint->second.data(), hint->second.size());
       unreached = 0;
-      if (leader != "none" && leader != address && hops < 3) {
+      const bool leader_listed =
+          std::find(list_.begin(), list_.end(), leader) != list_.end();
+      if (leader != "none" && leader != address && !leader_listed) {
+        // Only the masters the caller named are called: a hint is a claim
+        // of whoever answered (or of whoever wrote the election key), and
+        // following it would hand the caller's token to any address.
+        if (!several() || ++unlisted >= list_.size())
+          return UnlistedLeader(address, leader, names_);
+        // At most one line every 10 s: every call would say it.
+        static std::atomic<int64_t> last_log_ns{0};
+        const int64_t now = absl::GetCurrentTimeNanos();
+        int64_t last = last_log_ns.load(std::memory_order_relaxed);
+        if (now - last >= 10'000'000'000 &&
+            last_log_ns.compare_exchange_strong(last, now)) {
+          LARDER_LOG(WARNING, "master.leader_not_listed")
+              .Field("asked", address)
+              .Field("leader", leader)
+              .Field("masters", names_);
+        }
+        absl::MutexLock lock(&mu_);
+        auto it = std::find(list_.begin(), list_.end(), current_);
+        current_ = it == list_.end() || ++it == list_.end() ? list_[0] : *it;
+        pause = false;
+      } else if (leader != "none" && leader != address && hops < 3) {
         absl::MutexLock lock(&mu_);
         current_ = leader;
         ++hops;
@@ -142,11 +176,11 @@ grpc::Status MasterConnection::Run(
                 absl::Now() < deadline)) {
       // Not reached: try the next address (a leader hint that went away
       // sends us back to the list).
-      if (!several() && listed) return give_up();
+      if (!several()) return give_up();
       absl::MutexLock lock(&mu_);
       auto it = std::find(list_.begin(), list_.end(), current_);
       current_ = it == list_.end() || ++it == list_.end() ? list_[0] : *it;
-      if (!listed || ++unreached < list_.size()) pause = false;
+      if (++unreached < list_.size()) pause = false;
       if (unreached >= list_.size()) unreached = 0;
     } else {
       return last;  // The leader's own answer.

@@ -10,7 +10,11 @@
 //
 //  * A master that does not lead answers UNAVAILABLE with the leader's
 //    address in the trailing metadata `larder-leader` ("none" during an
-//    election). The call goes again to that address at once, or, with no
+//    election). The call goes again to that address at once if it is one of
+//    the addresses given (no other address is ever called: a hint is only
+//    the claim of whoever answered, and the call carries the caller's
+//    token; an unlisted leader is logged and the next listed master tried,
+//    and a single address fails UNAVAILABLE naming the leader), or, with no
 //    leader yet, after a short backoff (50 ms doubling to 500 ms), for at
 //    most 10 s (an election takes a lease's time; longer means the masters
 //    cannot reach etcd: the call then fails with the masters' own error).

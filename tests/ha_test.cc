@@ -153,7 +153,10 @@ class HaTest : public ::testing::Test {
     Shell r = Larder(absl::StrCat("mount /data file://", src_.path()));
     ASSERT_EQ(r.code, 0) << r.out;
     for (int i = 0; i < 2; ++i) {
-      auto f = testing::FuseProcess::Start(master_list_);
+      // While no worker can serve (a mount being re-read during an
+      // election), the daemon reads the directory itself: it may, here.
+      auto f = testing::FuseProcess::Start(
+          master_list_, {absl::StrCat("--allowed_file_roots=", src_.path())});
       ASSERT_TRUE(f.ok()) << f.status();
       mountpoints_.push_back((*f)->mountpoint());
       fuses_.push_back(std::move(*f));
@@ -361,15 +364,31 @@ TEST_F(HaTest, PausedLeaderWakesUpAsAFollowerAndWritesNothing) {
   EXPECT_EQ(Leader(), next);
   ASSERT_TRUE(masters_[old]->Metric("larder_master_leader").ok());
 
-  // Asked directly, the old leader names the new one.
+  // Asked directly, the old leader names the new one; a caller that was
+  // given only the old one's address is told so and calls no other address
+  // (a hint is never followed beyond the addresses given).
   auto conn = MasterConnection::Create(masters_[old]->address(), nullptr);
   ASSERT_TRUE(conn.ok());
   v1::Ring ring;
-  EXPECT_TRUE((*conn)
+  grpc::Status alone =
+      (*conn)->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(), &ring,
+                    absl::Seconds(5));
+  EXPECT_EQ(alone.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(
+      alone.error_message(),
+      HasSubstr(absl::StrCat("the leader is ", masters_[next]->address(),
+                             ", which is not one of the masters")));
+  EXPECT_EQ((*conn)->current(), masters_[old]->address());
+  // Given the old one first and the new one after it, the call follows.
+  auto both = MasterConnection::Create(
+      absl::StrCat(masters_[old]->address(), ",", masters_[next]->address()),
+      nullptr);
+  ASSERT_TRUE(both.ok());
+  EXPECT_TRUE((*both)
                   ->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(),
                          &ring, absl::Seconds(5))
                   .ok());
-  EXPECT_EQ((*conn)->current(), masters_[next]->address());
+  EXPECT_EQ((*both)->current(), masters_[next]->address());
   EXPECT_EQ(ring.workers_size(), 2);
 }
 
