@@ -42,13 +42,14 @@ inline constexpr absl::string_view kHttpFlags[] = {
     "retry_max_backoff"};
 // A caller of the master (and, for reads, of workers).
 inline constexpr absl::string_view kClientFlags[] = {
-    "master",       "tls_ca_file",     "tls_cert_file",
-    "tls_key_file", "tls_server_name", "token_file"};
+    "master",          "tls_ca_file", "tls_cert_file",   "tls_key_file",
+    "tls_server_name", "token_file",  "admin_token_file"};
 // A daemon serving gRPC (which also calls the master or the workers).
 inline constexpr absl::string_view kServerFlags[] = {
     "tls_cert_file",           "tls_key_file",         "tls_ca_file",
     "tls_require_client_cert", "tls_admin_identities", "auth_tokens_file",
-    "allow_insecure_network",  "token_file",           "tls_server_name"};
+    "allow_insecure_network",  "token_file",           "tls_server_name",
+    "admin_token_file"};
 
 // The concatenation of flag groups and names, duplicates dropped.
 std::vector<absl::string_view> FlagList(

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -21,6 +23,7 @@
 #include "larder/client.h"
 
 ABSL_DECLARE_FLAG(std::string, node);
+ABSL_DECLARE_FLAG(std::vector<std::string>, allowed_file_roots);
 
 ABSL_FLAG(bool, daemon, false,
           "fuse: detach and run in the background once mounted (the command "
@@ -148,6 +151,10 @@ absl::Status MountAndServe(
   co.metadata_cache_bytes = static_cast<size_t>(*cache_bytes);
   co.metadata_stale_window = absl::GetFlag(FLAGS_metadata_stale_window);
   co.security = SecurityOptionsFromFlags();
+  // When every worker fails, a file:// mount is read directly only inside
+  // these roots (none by default): the daemon runs as root and serves every
+  // user (ClientOptions::fallback_file_roots).
+  co.fallback_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(co);
   if (!client.ok()) {
     ready(client.status(), 0);
@@ -270,6 +277,7 @@ const Command kFuseCommand = {
                "list_page_size",
                "metadata_cache_entries",
                "metadata_cache_bytes",
-               "metadata_stale_window"}})};
+               "metadata_stale_window",
+               "allowed_file_roots"}})};
 
 }  // namespace larder::cli

@@ -59,12 +59,21 @@ bool WorkerFailure(const absl::Status& s) {
   }
 }
 
+// The under-store options of the direct-read fallback: see
+// ClientOptions::fallback_file_roots.
+UnderStoreOptions FallbackStoreOptions(const ClientOptions& o) {
+  UnderStoreOptions u;
+  u.allowed_file_roots = o.fallback_file_roots;
+  return u;
+}
+
 FileInfo FromProto(const v1::ObjectInfo& o) {
   FileInfo f{o.path(), o.is_dir(), o.size(), o.version(),
              absl::FromUnixNanos(o.mtime_ns())};
   if (o.has_uid()) f.uid = o.uid();
   if (o.has_gid()) f.gid = o.gid();
   f.mode = o.mode();
+  f.own_mode = o.own_mode();
   return f;
 }
 
@@ -77,6 +86,7 @@ void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
   if (f.uid) o->set_uid(*f.uid);
   if (f.gid) o->set_gid(*f.gid);
   o->set_mode(f.mode);
+  o->set_own_mode(f.own_mode);
 }
 
 // The master or its under-store could not be reached: an expired entry may
@@ -1424,7 +1434,7 @@ class ClientImpl final : public Client {
                       std::vector<std::shared_ptr<ShortCircuitClient>>>
       short_circuit_ ABSL_GUARDED_BY(mu_);
   // Mounts opened for the under-store fallback.
-  MountStores fallback_stores_{UnderStoreOptions{}};
+  MountStores fallback_stores_{FallbackStoreOptions(options_)};
   absl::flat_hash_map<std::string, absl::Time> suspect_until_
       ABSL_GUARDED_BY(mu_);
   struct Located {

@@ -81,6 +81,11 @@ struct SecurityOptions {
   // Clients: file holding the bearer token to present; empty = $LARDER_TOKEN,
   // else the file named by $LARDER_TOKEN_FILE, else none.
   std::string token_file;
+  // Servers with neither auth_tokens_file nor client certificates: where
+  // their own admin token is kept (made at first start). Clients with no
+  // token: the admin token presented to loopback servers when this process
+  // may read it. Empty = DefaultAdminTokenPath() (common/security.h).
+  std::string admin_token_file;
   // Servers: listen beyond loopback without authenticating callers.
   bool allow_insecure_network = false;
 };

@@ -71,6 +71,12 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
 ABSL_FLAG(std::string, token_file, "",
           "Clients: file holding the bearer token to present (default: "
           "$LARDER_TOKEN, else the file named by $LARDER_TOKEN_FILE).");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "Servers without --auth_tokens_file or client certificates: the "
+          "0600 file of their own admin token, made at first start; clients "
+          "without a token present it to loopback servers when they can read "
+          "it (default /var/lib/larder/admin.token for root, else "
+          "~/.local/state/larder/admin.token).");
 ABSL_FLAG(bool, allow_insecure_network, false,
           "Servers: listen beyond loopback without authenticating callers.");
 
@@ -86,6 +92,7 @@ SecurityOptions SecurityOptionsFromFlags() {
   o.tls_admin_identities = absl::GetFlag(FLAGS_tls_admin_identities);
   o.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   o.token_file = absl::GetFlag(FLAGS_token_file);
+  o.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   o.allow_insecure_network = absl::GetFlag(FLAGS_allow_insecure_network);
   return o;
 }

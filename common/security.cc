@@ -6,7 +6,9 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/auth_context.h>
 #include <grpcpp/support/client_interceptor.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -54,6 +58,29 @@ absl::Status ValidateToken(absl::string_view token, absl::string_view where) {
   return absl::OkStatus();
 }
 
+absl::Status ErrnoStatus(int err, absl::string_view what,
+                         absl::string_view path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
+}
+
+// A mount path of a token's scope: absolute, normalized ("/a/b").
+absl::Status ValidateScopePath(absl::string_view path,
+                               absl::string_view where) {
+  bool ok = absl::StartsWith(path, "/") && path.size() <= 4096 &&
+            (path == "/" || !absl::EndsWith(path, "/"));
+  if (ok && path != "/") {
+    for (absl::string_view part : absl::StrSplit(path.substr(1), '/')) {
+      if (part.empty() || part == "." || part == "..") ok = false;
+    }
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": '", path,
+        "' is not a mount path (want /a/b, several separated by ',')"));
+  }
+  return absl::OkStatus();
+}
+
 // Compares in time that depends on the lengths only, not on where the first
 // difference is.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
@@ -70,27 +97,36 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 absl::string_view ToView(grpc::string_ref r) { return {r.data(), r.size()}; }
 
 // Adds "authorization: Bearer <token>" to every call of a channel.
+// The metadata key of the local admin token. Not "authorization": a server
+// with its own tokens ignores it, so a local client that found the file
+// still gets the errors of a client without a token there.
+constexpr char kLocalAdminKey[] = "larder-local-admin";
+
+// Adds one metadata entry (key, value) to every call of a channel.
 class TokenInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  explicit TokenInterceptor(const std::pair<std::string, std::string>* header)
+      : header_(header) {}
   void Intercept(
       grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+      methods->GetSendInitialMetadata()->emplace(header_->first,
+                                                 header_->second);
     }
     methods->Proceed();
   }
 
  private:
-  const std::string* const header_;
+  const std::pair<std::string, std::string>* const header_;
 };
 
 class TokenInterceptorFactory final
     : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit TokenInterceptorFactory(std::shared_ptr<const std::string> header)
+  explicit TokenInterceptorFactory(
+      std::shared_ptr<const std::pair<std::string, std::string>> header)
       : header_(std::move(header)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo*) override {
@@ -98,7 +134,7 @@ class TokenInterceptorFactory final
   }
 
  private:
-  const std::shared_ptr<const std::string> header_;
+  const std::shared_ptr<const std::pair<std::string, std::string>> header_;
 };
 
 }  // namespace
@@ -155,19 +191,35 @@ absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     const std::string where = absl::StrCat(path, ":", line_no);
     if (f.size() != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": expected '<admin|reader> <token>' (", f.size(),
-                       " fields)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": expected '<admin|reader[:/mount,...]> <token>' (", f.size(),
+          " fields)"));
     }
     RegisterSecret(f[1]);
     TokenEntry e;
-    if (f[0] == "admin") {
+    absl::string_view role = f[0];
+    absl::string_view scope;
+    if (const size_t colon = role.find(':'); colon != role.npos) {
+      scope = role.substr(colon + 1);
+      role = role.substr(0, colon);
+    }
+    if (role == "admin") {
       e.role = Role::kAdmin;
-    } else if (f[0] == "reader") {
+    } else if (role == "reader") {
       e.role = Role::kReader;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": unknown role (want admin or reader)"));
+    }
+    if (f[0].find(':') != absl::string_view::npos) {
+      if (e.role == Role::kAdmin) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": an admin token cannot be limited to mounts"));
+      }
+      for (absl::string_view m : absl::StrSplit(scope, ',')) {
+        LARDER_RETURN_IF_ERROR(ValidateScopePath(m, where));
+        e.mounts.emplace_back(m);
+      }
     }
     LARDER_RETURN_IF_ERROR(ValidateToken(f[1], absl::StrCat("at ", where)));
     e.token = std::string(f[1]);
@@ -178,6 +230,97 @@ absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(
         absl::StrCat("tokens file ", path, " lists no token"));
   }
   return out;
+}
+
+std::string DefaultAdminTokenPath() {
+  if (::geteuid() == 0) return "/var/lib/larder/admin.token";
+  const char* state = std::getenv("XDG_STATE_HOME");
+  if (state != nullptr && state[0] == '/')
+    return absl::StrCat(state, "/larder/admin.token");
+  const char* home = std::getenv("HOME");
+  return absl::StrCat(home != nullptr && home[0] == '/' ? home : "/tmp",
+                      "/.local/state/larder/admin.token");
+}
+
+namespace {
+
+// Reads an admin token file that must be this user's alone.
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open admin token", path);
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return ErrnoStatus(errno, "cannot stat admin token", path);
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "admin token %s must be a regular file of uid %d with mode 0600 (it "
+        "is uid %d mode %04o): remove it and restart the daemon to make a "
+        "new one",
+        path, ::geteuid(), st.st_uid, st.st_mode & 07777));
+  }
+  char buf[256];
+  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  if (n < 0) return ErrnoStatus(errno, "cannot read admin token", path);
+  std::string token(absl::StripAsciiWhitespace(
+      absl::string_view(buf, static_cast<size_t>(n))));
+  RegisterSecret(token);
+  LARDER_RETURN_IF_ERROR(ValidateToken(token, absl::StrCat("in ", path)));
+  return token;
+}
+
+// mkdir -p with mode 0700 for the directories it makes.
+absl::Status MakePrivateDirs(const std::string& dir) {
+  std::string at;
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&at, "/", part);
+    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST)
+      return ErrnoStatus(errno, "cannot make directory", at);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EnsureAdminToken(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (path.empty() || path[0] != '/' || slash == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "admin token path '", path, "' is not an absolute file path"));
+  }
+  absl::StatusOr<std::string> token = ReadAdminToken(path);
+  if (token.ok() || !absl::IsNotFound(token.status())) return token;
+  LARDER_RETURN_IF_ERROR(MakePrivateDirs(path.substr(0, slash)));
+  unsigned char raw[32];
+  if (::getrandom(raw, sizeof(raw), 0) != static_cast<ssize_t>(sizeof(raw)))
+    return absl::InternalError("getrandom failed");
+  const std::string made = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(raw), sizeof(raw)));
+  RegisterSecret(made);
+  // Written whole under a temporary name, then linked into place: another
+  // daemon starting at the same time reads either no file or all of it, and
+  // the first link wins.
+  const std::string tmp =
+      absl::StrCat(path, ".", ::getpid(), ".", absl::GetCurrentTimeNanos());
+  const int fd = ::open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, "cannot create admin token", tmp);
+  const std::string line = made + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) ==
+                           static_cast<ssize_t>(line.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  const int linked = written ? ::link(tmp.c_str(), path.c_str()) : -1;
+  const int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (!written) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  if (linked != 0 && link_errno != EEXIST)
+    return ErrnoStatus(link_errno, "cannot create admin token", path);
+  if (linked == 0) {
+    LARDER_LOG(INFO, "security.admin_token_created").Field("path", path);
+  }
+  return ReadAdminToken(path);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
@@ -275,12 +418,13 @@ absl::Status CheckExposure(absl::string_view component,
   const bool authenticates = certs || tokens;
   if (IsLoopbackAddress(listen)) {
     if (!authenticates) {
-      LARDER_LOG(WARNING, "security.no_authentication")
+      LARDER_LOG(INFO, "security.local_admin_token")
           .Field("component", component)
           .Field("listen", listen)
           .Field("detail",
-                 "every local user may mount, evict and read; set "
-                 "--auth_tokens_file on a machine shared with other users");
+                 "no --auth_tokens_file: admins are who can read the admin "
+                 "token file (root, this daemon's user); other local users "
+                 "read what the mounts' modes let anyone read");
     }
     return absl::OkStatus();
   }
@@ -321,38 +465,94 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Create(
   a->verify_client_certs_ =
       !options.tls_cert_file.empty() && !options.tls_ca_file.empty();
   a->admin_identities_ = options.tls_admin_identities;
-  a->enabled_ = !a->tokens_.empty() || a->verify_client_certs_;
+  if (a->tokens_.empty() && !a->verify_client_certs_) {
+    const std::string path = options.admin_token_file.empty()
+                                 ? DefaultAdminTokenPath()
+                                 : options.admin_token_file;
+    LARDER_ASSIGN_OR_RETURN(a->local_admin_token_, EnsureAdminToken(path));
+    a->anonymous_readers_ = true;
+  }
+  a->enabled_ = true;
   return a;
 }
 
-Role Authorizer::RoleOf(const grpc::ServerContextBase& context) const {
-  if (!enabled_) return Role::kAdmin;
-  Role role = Role::kNone;
+const TokenEntry* Authorizer::TokenOf(
+    const grpc::ServerContextBase& context) const {
   const auto& md = context.client_metadata();
-  if (auto it = md.find("authorization"); it != md.end()) {
-    absl::string_view v = ToView(it->second);
-    if (v.size() > 7 && absl::EqualsIgnoreCase(v.substr(0, 7), "bearer ")) {
-      v.remove_prefix(7);
-      for (const TokenEntry& e : tokens_) {
-        if (ConstantTimeEquals(v, e.token)) role = std::max(role, e.role);
-      }
+  const auto it = md.find("authorization");
+  if (it == md.end()) return nullptr;
+  absl::string_view v = ToView(it->second);
+  if (v.size() <= 7 || !absl::EqualsIgnoreCase(v.substr(0, 7), "bearer "))
+    return nullptr;
+  v.remove_prefix(7);
+  const TokenEntry* found = nullptr;
+  for (const TokenEntry& e : tokens_) {
+    // Every entry is compared (no early exit): the time taken does not say
+    // which one matched.
+    if (ConstantTimeEquals(v, e.token) &&
+        (found == nullptr || e.role > found->role)) {
+      found = &e;
     }
   }
-  if (verify_client_certs_ && role != Role::kAdmin) {
+  return found;
+}
+
+Caller Authorizer::CallerOf(const grpc::ServerContextBase& context) const {
+  Caller caller;
+  const TokenEntry* token = TokenOf(context);
+  if (token != nullptr) {
+    caller.role = token->role;
+    caller.mounts = token->mounts;
+  }
+  if (verify_client_certs_ && caller.role != Role::kAdmin) {
     std::shared_ptr<const grpc::AuthContext> ac = context.auth_context();
     if (ac != nullptr && ac->IsPeerAuthenticated()) {
-      role = std::max(role, Role::kReader);
+      // A certificate reads every mount: a token's limit does not narrow it.
+      if (caller.role == Role::kNone) caller.mounts.clear();
+      caller.role = std::max(caller.role, Role::kReader);
       for (const char* prop :
            {"x509_subject_alternative_name", "x509_common_name"}) {
         for (grpc::string_ref id : ac->FindPropertyValues(prop)) {
           for (const std::string& admin : admin_identities_) {
-            if (ToView(id) == admin) role = Role::kAdmin;
+            if (ToView(id) == admin) caller.role = Role::kAdmin;
           }
         }
       }
     }
   }
-  return role;
+  const auto& md = context.client_metadata();
+  if (caller.role == Role::kNone && anonymous_readers_ &&
+      md.find("authorization") == md.end()) {
+    const auto local = md.find(kLocalAdminKey);
+    if (local != md.end() &&
+        ConstantTimeEquals(ToView(local->second), local_admin_token_)) {
+      caller.role = Role::kAdmin;
+    } else {
+      caller.role = Role::kReader;
+      caller.local = AnonymousPeer();
+    }
+  }
+  if (caller.role == Role::kAdmin) caller.mounts.clear();
+  return caller;
+}
+
+grpc::Status Authorizer::CheckMount(const grpc::ServerContextBase& context,
+                                    absl::string_view mount_path,
+                                    const MountAccess& access) const {
+  if (grpc::Status s = Check(context, Role::kReader, "reading a mount");
+      !s.ok()) {
+    return s;
+  }
+  absl::Status st = MayReadMount(CallerOf(context), mount_path, access,
+                                 ::geteuid(), ::getegid());
+  if (st.ok()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      std::string(st.message()));
+}
+
+Role Authorizer::RoleOf(const grpc::ServerContextBase& context) const {
+  if (!enabled_) return Role::kAdmin;
+  return CallerOf(context).role;
 }
 
 grpc::Status Authorizer::Check(const grpc::ServerContextBase& context,
@@ -369,7 +569,9 @@ grpc::Status Authorizer::Check(const grpc::ServerContextBase& context,
                            "(check --token_file / $LARDER_TOKEN)");
   } else if (role == Role::kNone) {
     std::string expected;
-    if (!tokens_.empty()) {
+    if (anonymous_readers_) {
+      expected = "the admin token (readable by root and the daemon's user)";
+    } else if (!tokens_.empty()) {
       expected =
           "a bearer token (--token_file, $LARDER_TOKEN or "
           "$LARDER_TOKEN_FILE)";
@@ -383,11 +585,17 @@ grpc::Status Authorizer::Check(const grpc::ServerContextBase& context,
         grpc::StatusCode::UNAUTHENTICATED,
         absl::StrCat("no credentials: ", method, " needs ", expected));
   } else {
-    refusal =
-        grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                     absl::StrCat(method, " needs the ", RoleName(needed),
-                                  " role; the caller's credential has the ",
-                                  RoleName(role), " role"));
+    refusal = grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat(
+            method, " needs the ", RoleName(needed), " role; the caller's ",
+            anonymous_readers_ &&
+                    context.client_metadata().count("authorization") == 0
+                ? "has none, and is a reader (the admin token is read by "
+                  "root and the daemons' user: run as one of them, or give "
+                  "--token_file)"
+                : absl::StrCat("credential has the ", RoleName(role),
+                               " role")));
   }
   // At most one log line a second: a misconfigured client retries fast.
   static std::atomic<int64_t> last_log_ns{0};
@@ -418,6 +626,14 @@ absl::StatusOr<std::shared_ptr<const ChannelFactory>> ChannelFactory::Make(
   std::shared_ptr<ChannelFactory> f(new ChannelFactory);
   if (token) {
     LARDER_ASSIGN_OR_RETURN(f->token_, LoadClientToken(options.token_file));
+    if (f->token_.empty()) {
+      // The local admin token, when this process may read it (root, the
+      // daemons' user): anything else (missing, not ours) is no token.
+      absl::StatusOr<std::string> local = ReadAdminToken(
+          options.admin_token_file.empty() ? DefaultAdminTokenPath()
+                                           : options.admin_token_file);
+      if (local.ok()) f->local_token_ = *std::move(local);
+    }
   }
   f->server_name_ = options.tls_server_name;
   if (options.tls_ca_file.empty()) {
@@ -464,13 +680,22 @@ std::shared_ptr<const ChannelFactory> ChannelFactory::Insecure() {
 std::shared_ptr<grpc::Channel> ChannelFactory::Channel(
     const std::string& target, grpc::ChannelArguments args) const {
   if (!server_name_.empty()) args.SetSslTargetNameOverride(server_name_);
-  if (token_.empty())
+  // The local admin token never leaves the machine.
+  std::shared_ptr<const std::pair<std::string, std::string>> header;
+  if (!token_.empty()) {
+    header = std::make_shared<const std::pair<std::string, std::string>>(
+        "authorization", absl::StrCat("Bearer ", token_));
+  } else if (!local_token_.empty() && IsLoopbackAddress(target)) {
+    header = std::make_shared<const std::pair<std::string, std::string>>(
+        kLocalAdminKey, local_token_);
+  }
+  if (header == nullptr)
     return grpc::CreateCustomChannel(target, credentials_, args);
   std::vector<
       std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
       interceptors;
-  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(
-      std::make_shared<const std::string>(absl::StrCat("Bearer ", token_))));
+  interceptors.push_back(
+      std::make_unique<TokenInterceptorFactory>(std::move(header)));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, credentials_, args, std::move(interceptors));
 }
@@ -517,6 +742,56 @@ bool MayReadMount(const MountAccess& mount, const PeerCredentials& peer,
   if (peer.uid == mount.uid.value_or(daemon_uid)) return (mode & 0400) != 0;
   if (peer.InGroup(mount.gid.value_or(daemon_gid))) return (mode & 0040) != 0;
   return (mode & 0004) != 0;
+}
+
+}  // namespace larder
+
+namespace larder {
+
+PeerCredentials AnonymousPeer() {
+  // (uid_t)-2 and (gid_t)-2: ids that own nothing ((uid_t)-1 means "no
+  // change" to chown, so it is avoided too).
+  PeerCredentials p;
+  p.uid = 0xfffffffe;
+  p.gid = 0xfffffffe;
+  return p;
+}
+
+bool MountInScope(const std::vector<std::string>& scope,
+                  absl::string_view mount) {
+  if (scope.empty()) return true;
+  for (const std::string& s : scope) {
+    if (mount == s || s == "/" ||
+        (absl::StartsWith(mount, s) && mount.size() > s.size() &&
+         mount[s.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status MayReadMount(const Caller& caller, absl::string_view mount_path,
+                          const MountAccess& mount, uint32_t daemon_uid,
+                          uint32_t daemon_gid) {
+  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  if (caller.role == Role::kNone) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("no credential may read mount '", mount_path, "'"));
+  }
+  if (!MountInScope(caller.mounts, mount_path)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the caller's token reads ", absl::StrJoin(caller.mounts, ","),
+        " only, not mount '", mount_path, "'"));
+  }
+  if (caller.local && !mount.per_file &&
+      !MayReadMount(mount, *caller.local, daemon_uid, daemon_gid)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        caller.local->uid == AnonymousPeer().uid
+            ? std::string("a caller without credentials")
+            : absl::StrCat("uid ", caller.local->uid),
+        " may not read mount '", mount_path, "' (", mount.DebugString(), ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace larder

@@ -19,9 +19,13 @@
 //    client certificate: identities in `tls_admin_identities` are admins,
 //    other certificates from the CA are readers. The higher role wins.
 //  * A server with neither a tokens file nor client-certificate verification
-//    does not authenticate: every caller is an admin. That is allowed on
-//    loopback only (CheckExposure), unless the operator says
-//    --allow_insecure_network.
+//    keeps an admin token of its own (EnsureAdminToken) that local admins'
+//    tools find by themselves; everyone else is an anonymous reader, limited
+//    by the mounts' modes. That is allowed on loopback only (CheckExposure),
+//    unless the operator says --allow_insecure_network.
+//  * Reads are authorised per mount (MayReadMount): a token may be limited
+//    to mounts, and local callers are held to the mount's owner, group and
+//    mode, as the FUSE view holds them.
 //
 // Secrets: tokens are read from files or the environment (never flags, which
 // `ps` shows), registered with RegisterSecret (so no log line carries them)
@@ -74,11 +78,35 @@ absl::StatusOr<std::string> LoadClientToken(const std::string& token_file);
 // admin or reader; blank lines and lines starting with '#' are skipped).
 // Tokens shorter than 16 characters are refused. Errors name the file and
 // line, never the token.
+//
+// A reader token may be limited to mounts: "reader:/datasets/imagenet,/ref
+// <token>" reads those mounts (and mounts below those paths) only.
 struct TokenEntry {
   Role role;
   std::string token;
+  std::vector<std::string> mounts;  // Empty: every mount.
 };
 absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(const std::string& path);
+
+// Secure by default on a shared host: a server given neither a tokens file
+// nor client-certificate verification keeps an admin token of its own in a
+// 0600 file (SecurityOptions::admin_token_file, else DefaultAdminTokenPath),
+// made at first start (random, 256 bits). Callers that present it are
+// admins; callers that present nothing are readers, and only of what the
+// mounts' owner, group and mode let anyone read ("other"). Local clients
+// (the CLI, the FUSE daemon, the client library) present it by themselves
+// when they can read the file, to loopback servers only: root and the
+// daemons' own user are admins, every other local user a reader.
+//
+// /var/lib/larder/admin.token for root; for other users
+// $XDG_STATE_HOME/larder/admin.token, else ~/.local/state/larder/admin.token.
+std::string DefaultAdminTokenPath();
+// Reads the admin token at `path`, making it (and its directory, 0700) if it
+// does not exist; two processes starting at once get the same token. The
+// file must be a regular file owned by this user that no one else may read
+// or write. Errors: PermissionDenied (owner or mode), InvalidArgument (not a
+// token), Internal/Unavailable (I/O).
+absl::StatusOr<std::string> EnsureAdminToken(const std::string& path);
 
 // The credentials for a server's listening port: TLS when tls_cert_file and
 // tls_key_file are set (verifying client certificates against tls_ca_file
@@ -125,12 +153,50 @@ struct MountAccess {
   std::optional<uint32_t> uid;  // Unset: the serving daemon's own uid.
   std::optional<uint32_t> gid;  // Unset: the serving daemon's own gid.
   uint32_t mode = 0;            // 0 = 0444.
+  // A file:// mount that sets none of owner, group and mode: each file and
+  // directory presents its own (as a bind mount would), and who may read a
+  // file is decided by its own bits and its directories' (see
+  // UnderStore::MayRead); uid/gid/mode above are then unused.
+  bool per_file = false;
   // The permission bits files of the mount get: no write, setuid, setgid
   // or sticky bit, whatever `mode` says (the cache is read-only, and a
   // setuid file from a cache is a way to root).
-  uint32_t FileMode() const { return mode == 0 ? 0444 : mode & 0555; }
+  uint32_t FileMode() const {
+    return mode == 0 && !per_file ? 0444 : mode & 0555;
+  }
   std::string DebugString() const;  // "uid 0 gid 4242 mode 0440".
 };
+
+// Who a call comes from, as a server knows it.
+struct Caller {
+  Role role = Role::kNone;
+  // The mounts its credential may read (TokenEntry::mounts); empty: all.
+  std::vector<std::string> mounts;
+  // Whom file permissions are checked for: the kernel's word on a
+  // short-circuit peer, or, for a gRPC caller who presented nothing (the
+  // default of a server without configured authentication), nobody's: the
+  // "other" bits only (AnonymousPeer). Unset for a token or a certificate:
+  // its grant is its role and mounts.
+  std::optional<PeerCredentials> local;
+};
+// A caller no owner or group matches.
+PeerCredentials AnonymousPeer();
+
+// Whether mount path `mount` is one that `scope` (TokenEntry::mounts) lets
+// its holder read: empty scope, the path itself, or a path below an entry.
+bool MountInScope(const std::vector<std::string>& scope,
+                  absl::string_view mount);
+
+// The one decision "may this caller read mount `mount_path`": admins may;
+// a credential limited to mounts only those; a local or anonymous caller
+// by the mount's owner, group and mode, as the kernel decides for the FUSE
+// view (MayReadMount below). A mount whose files each keep their own owner
+// and mode (MountAccess::per_file) passes here; its files are checked one by
+// one where the bytes are (the worker asks its under-store). Error:
+// PermissionDenied, naming the caller and the mount.
+absl::Status MayReadMount(const Caller& caller, absl::string_view mount_path,
+                          const MountAccess& mount, uint32_t daemon_uid,
+                          uint32_t daemon_gid);
 
 // The one decision "may this local caller read this mount", made as the
 // kernel makes it for the FUSE view: root may; the owner by the owner bits
@@ -156,15 +222,28 @@ class Authorizer {
                      absl::string_view method) const;
   // The caller's role (kNone if it presented nothing valid).
   Role RoleOf(const grpc::ServerContextBase& context) const;
+  // The caller's role, mounts and (anonymous callers) AnonymousPeer.
+  Caller CallerOf(const grpc::ServerContextBase& context) const;
+  // Check(kReader) and MayReadMount for `mount_path` at once, as a gRPC
+  // status (PERMISSION_DENIED names the mount).
+  grpc::Status CheckMount(const grpc::ServerContextBase& context,
+                          absl::string_view mount_path,
+                          const MountAccess& access) const;
 
   bool enabled() const { return enabled_; }
 
  private:
   Authorizer() = default;
+  // The token entry `context` presents, or nullptr.
+  const TokenEntry* TokenOf(const grpc::ServerContextBase& context) const;
   std::vector<TokenEntry> tokens_;
   std::vector<std::string> admin_identities_;
   bool verify_client_certs_ = false;
   bool enabled_ = false;
+  // No authentication configured: the admin token of EnsureAdminToken, and
+  // callers who present nothing are anonymous readers.
+  bool anonymous_readers_ = false;
+  std::string local_admin_token_;
 };
 
 // Makes client channels to masters and workers: TLS when tls_ca_file is set
@@ -191,6 +270,9 @@ class ChannelFactory {
 
   bool tls() const { return tls_; }
   bool has_token() const { return !token_.empty(); }
+  // The local admin token (DefaultAdminTokenPath) was found and is sent to
+  // loopback servers.
+  bool has_local_admin_token() const { return !local_token_.empty(); }
 
  private:
   ChannelFactory() = default;
@@ -198,6 +280,8 @@ class ChannelFactory {
       const SecurityOptions& options, bool token);
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::string token_;
+  // Sent only to loopback targets, and only when token_ is empty.
+  std::string local_token_;
   std::string server_name_;
   bool tls_ = false;
 };

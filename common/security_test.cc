@@ -2,10 +2,14 @@
 #include "common/security.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "gmock/gmock.h"
@@ -67,6 +71,129 @@ TEST_F(SecurityTest, TokensFileRolesCommentsAndErrorsThatNeverEchoTheToken) {
   // Loaded tokens are masked in every log line from now on.
   EXPECT_THAT(RedactSecrets("x 0123456789abcdef-admin y"),
               Not(HasSubstr("0123456789abcdef-admin")));
+}
+
+TEST_F(SecurityTest, ReaderTokensMayBeLimitedToMounts) {
+  auto ok = LoadTokensFile(Write("s1",
+                                 "reader:/datasets/imagenet,/ref "
+                                 "0123456789abcdef-scoped\n"
+                                 "reader 0123456789abcdef-everything\n"));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT((*ok)[0].mounts,
+              ::testing::ElementsAre("/datasets/imagenet", "/ref"));
+  EXPECT_TRUE((*ok)[1].mounts.empty());
+  for (const char* bad :
+       {"admin:/x 0123456789abcdef-admin\n", "reader: 0123456789abcdef-x\n",
+        "reader:datasets 0123456789abcdef-x\n",
+        "reader:/a/../b 0123456789abcdef-x\n",
+        "reader:/a/ 0123456789abcdef-x\n",
+        "reader:/a,,/b 0123456789abcdef-x\n"}) {
+    auto r = LoadTokensFile(Write("s2", bad));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), Not(HasSubstr("0123456789")));
+  }
+
+  const std::vector<std::string> scope = {"/datasets/imagenet", "/ref"};
+  EXPECT_TRUE(MountInScope(scope, "/datasets/imagenet"));
+  EXPECT_TRUE(MountInScope(scope, "/ref/genomes"));
+  EXPECT_FALSE(MountInScope(scope, "/datasets/imagenet2"));
+  EXPECT_FALSE(MountInScope(scope, "/datasets"));
+  EXPECT_FALSE(MountInScope(scope, "/re"));
+  EXPECT_TRUE(MountInScope({}, "/anything"));
+}
+
+// The one decision for every path that hands out bytes.
+TEST(MayReadMountTest, RolesScopesAndModes) {
+  const MountAccess team{0, 4242, 0440};
+  const MountAccess open_to_all{};
+  Caller admin{Role::kAdmin, {}, AnonymousPeer()};
+  EXPECT_TRUE(MayReadMount(admin, "/team", team, 0, 0).ok());
+  Caller scoped{Role::kReader, {"/public"}, std::nullopt};
+  EXPECT_TRUE(MayReadMount(scoped, "/public", team, 0, 0).ok());
+  absl::Status s = MayReadMount(scoped, "/team", open_to_all, 0, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("reads /public only"));
+  // A token reads by its grant; an anonymous caller by the other bits.
+  EXPECT_TRUE(
+      MayReadMount(Caller{Role::kReader, {}, std::nullopt}, "/team", team, 0, 0)
+          .ok());
+  Caller anonymous{Role::kReader, {}, AnonymousPeer()};
+  s = MayReadMount(anonymous, "/team", team, 0, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("a caller without credentials"));
+  EXPECT_TRUE(MayReadMount(anonymous, "/open", open_to_all, 0, 0).ok());
+  // A local peer: the group's members only.
+  PeerCredentials member;
+  member.uid = 1000;
+  member.gid = 100;
+  member.groups = {4242};
+  EXPECT_TRUE(
+      MayReadMount(Caller{Role::kReader, {}, member}, "/team", team, 0, 0)
+          .ok());
+  member.groups.clear();
+  EXPECT_FALSE(
+      MayReadMount(Caller{Role::kReader, {}, member}, "/team", team, 0, 0)
+          .ok());
+  EXPECT_EQ(MayReadMount(Caller{}, "/open", open_to_all, 0, 0).code(),
+            absl::StatusCode::kPermissionDenied);
+  // Per-file mounts pass here: their files are checked where the bytes are.
+  MountAccess per_file;
+  per_file.per_file = true;
+  EXPECT_TRUE(MayReadMount(anonymous, "/files", per_file, 0, 0).ok());
+  EXPECT_EQ(per_file.FileMode(), 0u);
+  EXPECT_EQ(MountAccess{}.FileMode(), 0444u);
+}
+
+// The admin token of a server with no configured authentication: made once,
+// 0600 in a 0700 directory, the same for every process that starts at once,
+// and refused when anyone else could read or write it.
+TEST_F(SecurityTest, TheLocalAdminTokenIsMadeOnceAndKeptPrivate) {
+  const std::string path = dir_ + "/state/larder/admin.token";
+  std::vector<std::string> got(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto t = EnsureAdminToken(path);
+      got[i] = t.ok() ? *t : std::string(t.status().message());
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(got[0].size(), 64u) << got[0];
+  for (const std::string& g : got) EXPECT_EQ(g, got[0]);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_ + "/state/larder").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(*EnsureAdminToken(path), got[0]);  // Kept across restarts.
+  // No temporary file is left behind.
+  size_t entries = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(dir_ + "/state/larder")) {
+    EXPECT_EQ(e.path().filename(), "admin.token");
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u);
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto loose = EnsureAdminToken(path);
+  EXPECT_EQ(loose.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(loose.status().message(), HasSubstr("mode 0600"));
+  EXPECT_THAT(loose.status().message(), Not(HasSubstr(got[0])));
+  EXPECT_EQ(EnsureAdminToken("relative/admin.token").status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // A client with no token presents it when it can read it.
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  SecurityOptions o;
+  o.admin_token_file = path;
+  auto channels = ChannelFactory::Create(o);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  EXPECT_TRUE((*channels)->has_local_admin_token());
+  EXPECT_FALSE((*channels)->has_token());
+  o.admin_token_file = dir_ + "/none";
+  channels = ChannelFactory::Create(o);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  EXPECT_FALSE((*channels)->has_local_admin_token());
 }
 
 TEST_F(SecurityTest, ClientTokenFromFileThenEnvironment) {

@@ -407,10 +407,14 @@ class FuseMount::Fs {
     st.st_ino = InodeTable::StableIno(path);
     // The mount's mode (MountEntry) as MountAccess gives it to every path
     // (no write, setuid, setgid or sticky bit), x added to directories where
-    // r is set. The workers' short-circuit socket decides by the same bits.
-    const mode_t mode = MountAccess{info.uid, info.gid, info.mode}.FileMode();
-    st.st_mode = info.is_dir ? (S_IFDIR | mode | ((mode & 0444) >> 2))
-                             : (S_IFREG | mode);
+    // r is set; or each file's and directory's own bits (own_mode), as a
+    // bind mount shows them. The workers decide by the same bits.
+    const mode_t mode =
+        MountAccess{info.uid, info.gid, info.mode, info.own_mode}.FileMode();
+    st.st_mode =
+        info.is_dir
+            ? (S_IFDIR | mode | (info.own_mode ? 0 : (mode & 0444) >> 2))
+            : (S_IFREG | mode);
     st.st_nlink = info.is_dir ? 2 : 1;
     st.st_uid = info.uid.value_or(uid_);
     st.st_gid = info.gid.value_or(gid_);

@@ -9,11 +9,13 @@
 #include <prometheus/registry.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/worker_client.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -23,6 +25,8 @@
 #include "common/thread_pool.h"
 #include "master/invalidation_log.h"
 #include "proto/master.grpc.pb.h"
+#include "understore/mount_store.h"
+#include "understore/uri.h"
 
 namespace larder {
 namespace {
@@ -198,6 +202,16 @@ class MasterService final : public v1::Master::Service {
     if (grpc::Status denied = Enter(kGetMounts, *ctx); !denied.ok())
       return denied;
     *resp = mounts_->Get();
+    // A token limited to mounts sees only those.
+    const Caller caller = auth_->CallerOf(*ctx);
+    if (!caller.mounts.empty()) {
+      auto* m = resp->mutable_mounts();
+      m->erase(std::remove_if(m->begin(), m->end(),
+                              [&](const v1::MountEntry& e) {
+                                return !MountInScope(caller.mounts, e.path());
+                              }),
+               m->end());
+    }
     return grpc::Status::OK;
   }
 
@@ -269,6 +283,8 @@ class MasterService final : public v1::Master::Service {
   grpc::Status Stat(grpc::ServerContext* ctx, const v1::StatRequest* req,
                     v1::StatResponse* resp) override {
     if (grpc::Status denied = Enter(kStat, *ctx); !denied.ok()) return denied;
+    if (grpc::Status denied = CheckScope(*ctx, req->path()); !denied.ok())
+      return denied;
     absl::StatusOr<v1::StatResponse> r = metadata_->Stat(req->path());
     if (!r.ok() && r.status().code() == absl::StatusCode::kNotFound &&
         !mounts_->VirtualChildren(req->path()).empty()) {
@@ -292,12 +308,26 @@ class MasterService final : public v1::Master::Service {
     // "/" and other prefixes of mount paths list the next path components
     // (a mount path itself lists its under-store).
     const std::string path = req->path().empty() ? "/" : req->path();
+    if (grpc::Status denied = CheckScope(*ctx, path); !denied.ok())
+      return denied;
     if (!mounts_->Resolve(path).ok()) {
       std::vector<std::string> children = mounts_->VirtualChildren(path);
       if (!children.empty() || path == "/") {
+        const Caller caller = auth_->CallerOf(*ctx);
         for (std::string& c : children) {
+          if (!LeadsIntoScope(caller.mounts, c)) continue;
           v1::ObjectInfo* e = resp->add_entries();
-          Present(c, e);  // A mount's own root.
+          // A mount's own root: a mount whose files keep their own owner
+          // and mode shows its root directory's (a bind mount would).
+          if (absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
+                  mounts_->Resolve(c);
+              m.ok() && MountAccessOf(m->first).per_file) {
+            if (absl::StatusOr<v1::StatResponse> root = metadata_->Stat(c);
+                root.ok()) {
+              *e = root->info();
+            }
+          }
+          Present(c, e);
           e->set_path(std::move(c));
           e->set_is_dir(true);
         }
@@ -308,11 +338,14 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
     if (!r.ok()) return ToGrpcStatus(MetadataError(r.status()));
     *resp = *std::move(r);
-    // Every entry is in the listed directory's mount: resolved once, merged
-    // in (only the presentation fields are set).
-    v1::ObjectInfo shown;
-    Present(path, &shown);
-    for (v1::ObjectInfo& e : *resp->mutable_entries()) e.MergeFrom(shown);
+    // Every entry is in the listed directory's mount: resolved once.
+    if (absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
+            mounts_->Resolve(path);
+        m.ok()) {
+      const MountAccess access = MountAccessOf(m->first);
+      for (v1::ObjectInfo& e : *resp->mutable_entries())
+        PresentAccess(access, &e);
+    }
     resp->set_ring_version(membership_->version());
     return grpc::Status::OK;
   }
@@ -424,10 +457,57 @@ class MasterService final : public v1::Master::Service {
   void Present(const std::string& path, v1::ObjectInfo* info) const {
     absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
         mounts_->Resolve(path);
-    if (!m.ok()) return;
-    if (m->first.has_uid()) info->set_uid(m->first.uid());
-    if (m->first.has_gid()) info->set_gid(m->first.gid());
-    info->set_mode(m->first.mode());
+    if (m.ok()) PresentAccess(MountAccessOf(m->first), info);
+  }
+  // The mount's owner, group and mode replace the object's own, unless the
+  // mount keeps each file's own (per_file: the store set them).
+  static void PresentAccess(const MountAccess& access, v1::ObjectInfo* info) {
+    if (access.per_file) return;
+    if (access.uid) {
+      info->set_uid(*access.uid);
+    } else {
+      info->clear_uid();
+    }
+    if (access.gid) {
+      info->set_gid(*access.gid);
+    } else {
+      info->clear_gid();
+    }
+    info->set_mode(access.mode);
+    info->set_own_mode(false);
+  }
+
+  // A credential limited to mounts (TokenEntry::mounts) reads paths of
+  // those only; paths above them (the directories that lead to them) list
+  // what leads there.
+  grpc::Status CheckScope(const grpc::ServerContext& ctx,
+                          const std::string& path) const {
+    const Caller caller = auth_->CallerOf(ctx);
+    if (caller.mounts.empty()) return grpc::Status::OK;
+    absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
+        mounts_->Resolve(path);
+    absl::StatusOr<std::string> normal = NormalizeClusterPath(path);
+    const bool allowed =
+        m.ok() ? MountInScope(caller.mounts, m->first.path())
+               : normal.ok() && LeadsIntoScope(caller.mounts, *normal);
+    if (allowed) return grpc::Status::OK;
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("the caller's token reads ",
+                     absl::StrJoin(caller.mounts, ","), " only, not ", path));
+  }
+  // Whether cluster path `path` is in `scope` or a directory above a part
+  // of it.
+  static bool LeadsIntoScope(const std::vector<std::string>& scope,
+                             absl::string_view path) {
+    if (scope.empty() || MountInScope(scope, path) || path == "/") return true;
+    for (const std::string& s : scope) {
+      if (absl::StartsWith(s, path) && s.size() > path.size() &&
+          s[path.size()] == '/') {
+        return true;
+      }
+    }
+    return false;
   }
 
   // Counts the call, checks the caller's role, and that this master leads.

@@ -21,6 +21,12 @@ void ToProto(const ObjectInfo& info, const std::string& cluster_path,
   out->set_size(info.size);
   out->set_version(info.version);
   out->set_mtime_ns(absl::ToUnixNanos(info.mtime));
+  if (info.uid) {  // file://: the file's own; the master's Present decides.
+    out->set_uid(*info.uid);
+    if (info.gid) out->set_gid(*info.gid);
+    out->set_mode(info.mode);
+    out->set_own_mode(true);
+  }
 }
 
 std::string Join(const std::string& mount, const std::string& rel) {

@@ -404,7 +404,10 @@ TEST_F(FuseTest, PassthroughReadsALargeFileFromTheWorkersMemfd) {
   // Evicted from the worker while open: the open file keeps reading the
   // same bytes (the memfd lives on), and a new open reads them again
   // through the daemon.
-  WorkerClient worker(workers_[0]->address());
+  // As root, with the local admin token (evicting is an admin's).
+  auto admin = ChannelFactory::Create(SecurityOptions());
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  WorkerClient worker(workers_[0]->address(), **admin);
   auto evicted = worker.EvictPrefix("/datasets/ds/train/c0/b.jpg");
   ASSERT_TRUE(evicted.ok()) << evicted.status();
   EXPECT_GT(*evicted, 0u);

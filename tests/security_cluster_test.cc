@@ -558,6 +558,193 @@ TEST_F(SecurityTest, NoSecretReachesALogOrACommandLine) {
   }
 }
 
+// Secure on a shared host by default: a cluster started with no
+// authentication flag keeps an admin token in a 0600 file that root's CLI
+// finds by itself. uid 65534 may neither mount nor read a root-only file of
+// a file:// mount (which shows each file's own owner and mode, as a bind
+// mount would), by the CLI or through FUSE; root can, with no flag added.
+TEST(DefaultSecurityTest, OnlyRootAdministersAndFileModesDecideReads) {
+  testing::TempDir data;
+  ASSERT_EQ(::chmod(data.path().c_str(), 0755), 0);
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/public/a.txt", "public-bytes").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/private/secret.txt", "TOPSECRET-99")
+          .ok());
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/public/mine.txt", "root-only-bytes")
+          .ok());
+  ASSERT_EQ(::chmod((data.path() + "/public").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((data.path() + "/public/a.txt").c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((data.path() + "/public/mine.txt").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((data.path() + "/private").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((data.path() + "/private/secret.txt").c_str(), 0644), 0);
+  const std::string roots = absl::StrCat("--allowed_file_roots=", data.path());
+  auto master = testing::MasterProcess::Start({roots});
+  ASSERT_TRUE(master.ok()) << master.status();
+  auto worker = testing::WorkerProcess::Start(
+      {absl::StrCat("--master=", (*master)->address()), roots,
+       "--ram_capacity=64MiB"});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const std::string at = absl::StrCat(" --master=", (*master)->address());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::Sh(Larder(absl::StrCat("ring", at)))
+                   .out.find((*worker)->address()) != std::string::npos;
+      },
+      absl::Seconds(20)));
+
+  // Root, no flag: an admin.
+  testing::Shell r =
+      testing::Sh(Larder(absl::StrCat("mount /ds file://", data.path(), at)));
+  ASSERT_EQ(r.code, 0) << r.out;
+  struct stat st;
+  ASSERT_EQ(::stat(DefaultAdminTokenPath().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // uid 65534: a reader, of what the files' modes let anyone read.
+  r = testing::Sh(absl::StrCat(
+      kNobody,
+      Larder(absl::StrCat("mount /pwn file://", data.path(), "/private", at))));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("AddMount needs the admin role"));
+  r = testing::Sh(
+      absl::StrCat(kNobody, Larder(absl::StrCat("cat /ds/public/a.txt", at))));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("public-bytes"));
+  for (const char* path : {"/ds/private/secret.txt", "/ds/public/mine.txt"}) {
+    r = testing::Sh(
+        absl::StrCat(kNobody, Larder(absl::StrCat("cat ", path, at))));
+    EXPECT_NE(r.code, 0) << path << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("a caller without credentials may not read"))
+        << path;
+    EXPECT_THAT(r.out, Not(HasSubstr("TOPSECRET")));
+    EXPECT_THAT(r.out, Not(HasSubstr("root-only-bytes")));
+  }
+  r = testing::Sh(Larder(absl::StrCat("cat /ds/private/secret.txt", at)));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("TOPSECRET-99"));
+
+  // Through FUSE, run by root: each file's and directory's own owner and
+  // mode, which the kernel enforces.
+  auto fuse = testing::FuseProcess::Start((*master)->address());
+  ASSERT_TRUE(fuse.ok()) << fuse.status();
+  const std::string mnt = (*fuse)->mountpoint();
+  ASSERT_EQ(::chmod(std::filesystem::path(mnt).parent_path().c_str(), 0755), 0);
+  r = testing::Sh(absl::StrCat("stat -c '%u %a' ", mnt, "/ds/private ", mnt,
+                               "/ds/private/secret.txt ", mnt,
+                               "/ds/public/mine.txt"));
+  EXPECT_EQ(r.out, "0 500\n0 444\n0 400\n");
+  r = testing::Sh(absl::StrCat(kNobody, "cat ", mnt, "/ds/public/a.txt"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "public-bytes");
+  for (const char* path : {"/ds/private/secret.txt", "/ds/public/mine.txt"}) {
+    r = testing::Sh(absl::StrCat(kNobody, "cat ", mnt, path));
+    EXPECT_NE(r.code, 0) << path;
+    EXPECT_THAT(r.out, HasSubstr("Permission denied")) << path;
+    EXPECT_THAT(r.out, Not(HasSubstr("TOPSECRET")));
+    EXPECT_THAT(r.out, Not(HasSubstr("root-only-bytes")));
+  }
+  r = testing::Sh(absl::StrCat("cat ", mnt, "/ds/private/secret.txt"));
+  EXPECT_EQ(r.out, "TOPSECRET-99");
+}
+
+// A reader token limited to a mount reads that mount only, over gRPC: the
+// master neither lists nor stats the others for it, and the workers refuse
+// their blocks (and prefetching them).
+TEST(ScopedTokenTest, AReaderTokenLimitedToAMountReadsThatMountOnly) {
+  testing::TempDir data;
+  ASSERT_EQ(::chmod(data.path().c_str(), 0755), 0);
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/public/a.txt", "public-bytes").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/team/t.txt", "team-bytes").ok());
+  const std::string admin = "admin-0123456789abcdef";
+  const std::string scoped = "scoped-0123456789abcdef";
+  ASSERT_TRUE(
+      testing::WriteFile(
+          data.path() + "/tokens",
+          absl::StrCat("admin ", admin, "\nreader:/ds/public ", scoped, "\n"))
+          .ok());
+  ASSERT_TRUE(testing::WriteFile(data.path() + "/admin.token", admin).ok());
+  ASSERT_EQ(::chmod((data.path() + "/tokens").c_str(), 0600), 0);
+  const std::string roots = absl::StrCat("--allowed_file_roots=", data.path());
+  const std::string tokens =
+      absl::StrCat("--auth_tokens_file=", data.path(), "/tokens");
+  auto master = testing::MasterProcess::Start({roots, tokens});
+  ASSERT_TRUE(master.ok()) << master.status();
+  auto worker = testing::WorkerProcess::Start(
+      {absl::StrCat("--master=", (*master)->address()), roots, tokens,
+       absl::StrCat("--token_file=", data.path(), "/admin.token")});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const std::string at = absl::StrCat(" --master=", (*master)->address());
+  const std::string as_admin = absl::StrCat("LARDER_TOKEN=", admin, " ");
+  for (const char* m : {"public", "team"}) {
+    testing::Shell r = testing::Sh(
+        absl::StrCat(as_admin, Larder(absl::StrCat("mount /ds/", m, " file://",
+                                                   data.path(), "/", m, at))));
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::Sh(
+                   absl::StrCat(as_admin, Larder(absl::StrCat("ring", at))))
+                   .out.find((*worker)->address()) != std::string::npos;
+      },
+      absl::Seconds(20)));
+  // uid 65534 may not use the socket: every read is a gRPC read with the
+  // scoped token.
+  const std::string as_scoped =
+      absl::StrCat("LARDER_TOKEN=", scoped, " ", kNobody);
+  testing::Shell r = testing::Sh(absl::StrCat(
+      as_scoped, Larder(absl::StrCat("cat /ds/public/a.txt", at))));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("public-bytes"));
+  r = testing::Sh(
+      absl::StrCat(as_scoped, Larder(absl::StrCat("cat /ds/team/t.txt", at))));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("reads /ds/public only"));
+  EXPECT_THAT(r.out, Not(HasSubstr("team-bytes")));
+  r = testing::Sh(absl::StrCat(as_scoped, Larder(absl::StrCat("ls /ds", at))));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("public"));
+  EXPECT_THAT(r.out, Not(HasSubstr("team")));
+  r = testing::Sh(absl::StrCat(as_scoped, Larder(absl::StrCat("mount", at))));
+  EXPECT_THAT(r.out, Not(HasSubstr("/ds/team")));
+
+  // The worker itself refuses the team's block to that token, whatever the
+  // request says: asked directly, with a block id the admin's stat gives.
+  SecurityOptions o;
+  ASSERT_TRUE(testing::WriteFile(data.path() + "/scoped.token", scoped).ok());
+  o.token_file = data.path() + "/scoped.token";
+  auto channels = ChannelFactory::Create(o);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  auto stub =
+      v1::WorkerData::NewStub((*channels)->Channel((*worker)->address()));
+  struct stat st;
+  ASSERT_EQ(::stat((data.path() + "/team/t.txt").c_str(), &st), 0);
+  v1::ReadBlockRequest req;
+  req.mutable_block()->set_mount("/ds/team");
+  req.mutable_block()->set_path("t.txt");
+  req.mutable_block()->set_version(absl::StrCat(
+      absl::ToUnixNanos(absl::TimeFromTimespec(st.st_mtim)), "-", st.st_size));
+  req.mutable_block()->set_object_size(st.st_size);
+  req.mutable_block()->set_block_size(4 << 20);
+  grpc::ClientContext ctx;
+  auto reader = stub->ReadBlock(&ctx, req);
+  v1::ReadBlockResponse resp;
+  std::string got;
+  while (reader->Read(&resp)) got += resp.data();
+  grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(got, "");
+  v1::CacheBlocksRequest cache;
+  *cache.add_blocks() = req.block();
+  v1::CacheBlocksResponse cached;
+  grpc::ClientContext ctx2;
+  EXPECT_EQ(stub->CacheBlocks(&ctx2, cache, &cached).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
 // Every port is loopback unless a flag names another address; beyond
 // loopback a daemon that authenticates no one refuses to start unless told
 // --allow_insecure_network.

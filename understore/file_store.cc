@@ -70,7 +70,18 @@ ObjectInfo InfoOf(std::string path, const struct stat& st) {
     info.version = VersionOf(st);
   }
   info.mtime = absl::TimeFromTimespec(st.st_mtim);
+  info.uid = st.st_uid;
+  info.gid = st.st_gid;
+  info.mode = st.st_mode & 07777;
   return info;
+}
+
+// Whether `st`'s bits grant `peer` the access in `bit` (4 read, 1 search),
+// by the owner's, the group's or the others' bits, as the kernel picks them.
+bool Grants(const struct stat& st, const PeerCredentials& peer, unsigned bit) {
+  if (peer.uid == st.st_uid) return ((st.st_mode >> 6) & bit) != 0;
+  if (peer.InGroup(st.st_gid)) return ((st.st_mode >> 3) & bit) != 0;
+  return (st.st_mode & bit) != 0;
 }
 
 // Reads the names of an open directory, except "." and "..", sorted bytewise.
@@ -180,6 +191,39 @@ absl::StatusOr<ObjectInfo> FileStore::Stat(absl::string_view path) {
         absl::StrCat("'", rel, "' is neither a file nor a directory"));
   }
   return InfoOf(rel, st);
+}
+
+absl::Status FileStore::MayRead(absl::string_view path,
+                                const PeerCredentials& peer) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  if (peer.uid == 0) return absl::OkStatus();
+  auto denied = [&](absl::string_view what) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(peer.uid == AnonymousPeer().uid
+                         ? std::string("a caller without credentials")
+                         : absl::StrCat("uid ", peer.uid),
+                     " may not read '", rel, "': ", what));
+  };
+  struct stat st;
+  if (::fstat(root_fd_, &st) != 0)
+    return ErrnoStatus(errno, "cannot stat the root of", root_);
+  if (!Grants(st, peer, 1)) return denied("the mount's root denies search");
+  // Every directory on the way, then the file: each opened beneath the root
+  // as a read would open it.
+  for (size_t slash = rel.find('/');; slash = rel.find('/', slash + 1)) {
+    const bool last = slash == std::string::npos;
+    const std::string at = last ? rel : rel.substr(0, slash);
+    LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(at, O_PATH));
+    const int r = ::fstat(fd, &st);
+    ::close(fd);
+    if (r != 0) return ErrnoStatus(errno, "cannot stat", at);
+    if (!last && !Grants(st, peer, 1))
+      return denied(absl::StrCat("directory '", at, "' denies search"));
+    if (last) {
+      if (!Grants(st, peer, 4)) return denied("its mode denies reading");
+      return absl::OkStatus();
+    }
+  }
 }
 
 absl::StatusOr<ListPage> FileStore::List(absl::string_view dir,

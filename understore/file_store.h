@@ -57,6 +57,8 @@ class FileStore final : public UnderStore {
                                    absl::Span<char> buffer,
                                    absl::string_view expected_version,
                                    uint64_t* object_size) override;
+  absl::Status MayRead(absl::string_view path,
+                       const PeerCredentials& peer) override;
 
  private:
   FileStore(std::string root, int root_fd)

@@ -70,6 +70,45 @@ TEST_F(FileStoreTest, StatFileAndDir) {
             absl::StatusCode::kNotFound);
 }
 
+// Each file's own owner, group and mode, and who may read it: search on
+// the root and every directory on the way, read on the file, as the kernel
+// decides.
+TEST_F(FileStoreTest, OwnersModesAndWhoMayReadAFile) {
+  ASSERT_EQ(::chmod(root_.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((root_ + "/dir").c_str(), 0750), 0);
+  ASSERT_EQ(::chown((root_ + "/dir").c_str(), 0, 4242), 0);
+  ASSERT_EQ(::chmod((root_ + "/dir/b.bin").c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((root_ + "/a.txt").c_str(), 0600), 0);
+  ASSERT_EQ(::chown((root_ + "/a.txt").c_str(), 1000, 1000), 0);
+  auto a = store_->Stat("a.txt");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->uid, 1000u);
+  EXPECT_EQ(a->gid, 1000u);
+  EXPECT_EQ(a->mode, 0600u);
+  EXPECT_EQ(store_->Stat("dir")->mode, 0750u);
+
+  PeerCredentials owner{1000, 1000, {}, 0};
+  PeerCredentials stranger{65534, 65534, {}, 0};
+  PeerCredentials member{65534, 65534, {4242}, 0};
+  PeerCredentials root{0, 0, {}, 0};
+  EXPECT_TRUE(store_->MayRead("a.txt", owner).ok());
+  EXPECT_TRUE(store_->MayRead("a.txt", root).ok());
+  absl::Status s = store_->MayRead("a.txt", stranger);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("uid 65534 may not read 'a.txt'"));
+  // The directory on the way decides for the file inside it.
+  s = store_->MayRead("dir/b.bin", stranger);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("directory 'dir' denies search"));
+  EXPECT_TRUE(store_->MayRead("dir/b.bin", member).ok());
+  EXPECT_FALSE(store_->MayRead("dir/b.bin", AnonymousPeer()).ok());
+  EXPECT_EQ(store_->MayRead("nope", owner).code(), absl::StatusCode::kNotFound);
+  // The root itself counts too.
+  ASSERT_EQ(::chmod(root_.c_str(), 0700), 0);
+  EXPECT_FALSE(store_->MayRead("dir/b.bin", member).ok());
+  EXPECT_FALSE(store_->MayRead("../secret.txt", root).ok());
+}
+
 TEST_F(FileStoreTest, SymlinkInsideRootWorks) {
   auto f = store_->Stat("dir/link_in");
   ASSERT_TRUE(f.ok()) << f.status();

@@ -55,6 +55,16 @@ absl::Status CheckFileRoot(const std::string& uri,
 
 }  // namespace
 
+MountAccess MountAccessOf(const v1::MountEntry& mount) {
+  MountAccess access;
+  if (mount.has_uid()) access.uid = mount.uid();
+  if (mount.has_gid()) access.gid = mount.gid();
+  access.mode = mount.mode();
+  access.per_file = absl::StartsWith(mount.uri(), "file://") &&
+                    !mount.has_uid() && !mount.has_gid() && mount.mode() == 0;
+  return access;
+}
+
 absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
     const v1::MountEntry& mount, const UnderStoreOptions& base) {
   if (base.allowed_file_roots) {

@@ -48,6 +48,10 @@ namespace larder {
 absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
     const v1::MountEntry& mount, const UnderStoreOptions& base);
 
+// Who may read `mount`'s files: its owner, group and mode; a file:// mount
+// that sets none of them keeps each file's own (MountAccess::per_file).
+MountAccess MountAccessOf(const v1::MountEntry& mount);
+
 class MountStores {
  public:
   explicit MountStores(UnderStoreOptions base) : base_(std::move(base)) {}

@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/security.h"
 
 namespace larder {
 
@@ -66,6 +68,10 @@ struct ObjectInfo {
   std::string version;
   // Last modification; absl::UnixEpoch() when the store does not say.
   absl::Time mtime = absl::UnixEpoch();
+  // file:// only: the file's owner, group and permission bits (07777).
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  uint32_t mode = 0;
 };
 
 // The deepest directory a recursive listing descends into, counted from the
@@ -142,6 +148,19 @@ class UnderStore {
                                            absl::Span<char> buffer,
                                            absl::string_view expected_version,
                                            uint64_t* object_size) = 0;
+
+  // Whether the file system would let `peer` read the file `path`: search
+  // permission on the root and every directory on the way, read permission
+  // on the file, by its owner, group and mode bits, as the kernel decides
+  // (root may). Stores whose objects carry no owner (object stores) have
+  // nothing to check: OK. Errors: PermissionDenied (naming the path and the
+  // directory or file that denies), NotFound, InvalidArgument.
+  virtual absl::Status MayRead(absl::string_view path,
+                               const PeerCredentials& peer) {
+    (void)path;
+    (void)peer;
+    return absl::OkStatus();
+  }
 };
 
 // Calls `fn` for every entry of `dir`, page after page. Stops early, returning

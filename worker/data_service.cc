@@ -54,6 +54,12 @@ class ReadBlockReactor final
       Finish(ToGrpcStatus(st));
       return;
     }
+    if (absl::Status st = service_->mounts_->MayRead(
+            service_->auth_->CallerOf(*context), id_);
+        !st.ok()) {
+      Finish(ToGrpcStatus(st));
+      return;
+    }
     // Checked here against what the request says the block is, to refuse
     // early, and again in Start against the bytes the worker holds.
     if (absl::StatusOr<ByteRange> r =
@@ -182,6 +188,13 @@ grpc::ServerUnaryReactor* DataService::CacheBlocks(
       !denied.ok()) {
     reactor->Finish(denied);
     return reactor;
+  }
+  const Caller caller = auth_->CallerOf(*context);
+  for (const v1::BlockRef& ref : request->blocks()) {
+    if (absl::Status st = mounts_->MayRead(caller, FromProto(ref)); !st.ok()) {
+      reactor->Finish(ToGrpcStatus(st));
+      return reactor;
+    }
   }
   for (const v1::BlockRef& ref : request->blocks())
     store_->Prefetch(FromProto(ref));

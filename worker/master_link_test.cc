@@ -30,9 +30,11 @@ class MasterLinkTest : public ::testing::Test {
     auto master = Master::Start(o);
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
+    // As root, with the local admin token (registering is an admin's).
+    auto channels = ChannelFactory::Create(SecurityOptions());
+    ASSERT_TRUE(channels.ok()) << channels.status();
     stub_ = v1::Master::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", master_->port()),
-                            grpc::InsecureChannelCredentials()));
+        (*channels)->Channel(absl::StrCat("127.0.0.1:", master_->port())));
     objects_ = std::make_shared<testing::MemoryStore>();
     ASSERT_TRUE(store_mounts_.Add("m", objects_, kBlock).ok());
     auto store = BlockStore::Create({}, &store_mounts_, &metrics_);
@@ -81,6 +83,11 @@ class MasterLinkTest : public ::testing::Test {
     o.self.set_address("127.0.0.1:1");
     o.self.set_capacity_bytes(1 << 30);
     o.keys_per_request = keys_per_request;
+    // The default channels: this root process presents the local admin
+    // token, which registering needs.
+    auto channels = ChannelFactory::Create(SecurityOptions());
+    EXPECT_TRUE(channels.ok()) << channels.status();
+    if (channels.ok()) o.channels = *channels;
     auto link = MasterLink::Start(std::move(o), store_.get(), &link_mounts_);
     EXPECT_TRUE(link.ok()) << link.status();
     return link.ok() ? std::move(*link) : nullptr;

@@ -1,10 +1,13 @@
 // Copyright 2026 The Larder Authors.
 #include "worker/mount_table.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/block_key.h"
 #include "common/status_macros.h"
 #include "understore/factory.h"
+#include "understore/mount_store.h"
 
 namespace larder {
 
@@ -26,10 +29,7 @@ absl::Status MountTable::Add(const std::string& name, const std::string& uri,
 
 absl::Status MountTable::Add(const v1::MountEntry& entry,
                              std::shared_ptr<UnderStore> store) {
-  MountAccess access;
-  if (entry.has_uid()) access.uid = entry.uid();
-  if (entry.has_gid()) access.gid = entry.gid();
-  access.mode = entry.mode();
+  const MountAccess access = MountAccessOf(entry);
   return AddOpened(entry.path(), entry.uri(), std::move(store),
                    entry.block_size(), entry.credentials(), access);
 }
@@ -72,6 +72,33 @@ absl::StatusOr<MountAccess> MountTable::AccessOf(absl::string_view name) const {
   }
   LARDER_ASSIGN_OR_RETURN(Mount m, Get(name));
   return m.access;
+}
+
+absl::Status MountTable::MayRead(const Caller& caller,
+                                 const BlockId& id) const {
+  MountAccess access;
+  std::shared_ptr<UnderStore> store;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = mounts_.find(id.mount); it != mounts_.end()) {
+      access = it->second.access;
+      store = it->second.store;
+    }
+  }
+  if (store == nullptr) {
+    LARDER_ASSIGN_OR_RETURN(Mount m, Get(id.mount));
+    access = m.access;
+    store = m.store;
+  }
+  LARDER_RETURN_IF_ERROR(
+      MayReadMount(caller, id.mount, access, ::geteuid(), ::getegid()));
+  // A mount whose files keep their own owner and mode: this file's, as the
+  // file system holds them now.
+  if (access.per_file && caller.role != Role::kAdmin && caller.local &&
+      caller.local->uid != 0) {
+    return store->MayRead(id.path, *caller.local);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {

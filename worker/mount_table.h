@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/block_key.h"
 #include "common/security.h"
 #include "proto/master.pb.h"
 #include "understore/options.h"
@@ -60,6 +61,14 @@ class MountTable {
   // Only the mount's access rules, without copying the rest (the
   // short-circuit path asks once per block). Errors: those of Get.
   absl::StatusOr<MountAccess> AccessOf(absl::string_view name) const;
+
+  // May `caller` read block `id`: MayReadMount for its mount, then, for a
+  // mount whose files keep their own owner and mode and a local or
+  // anonymous caller other than root, the file's own bits and its
+  // directories' (UnderStore::MayRead). Used by every path that hands out
+  // bytes (gRPC reads, prefetches, short-circuit leases and exports).
+  // Errors: PermissionDenied, and those of Get.
+  absl::Status MayRead(const Caller& caller, const BlockId& id) const;
 
   // Get without the miss hook (for the hook's own caller).
   absl::StatusOr<Mount> Find(absl::string_view name) const;

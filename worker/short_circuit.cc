@@ -120,17 +120,24 @@ bool ShortCircuitServer::PeerAllowed(const PeerCredentials& peer) const {
   return false;
 }
 
-absl::Status ShortCircuitServer::MayRead(const PeerCredentials& peer,
+absl::Status ShortCircuitServer::MayRead(const Caller& peer,
                                          const BlockId& id) const {
-  LARDER_ASSIGN_OR_RETURN(MountAccess access, mounts_->AccessOf(id.mount));
-  if (MayReadMount(access, peer, ::geteuid(), ::getegid()))
-    return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat("uid ", peer.uid, " may not read mount '", id.mount, "' (",
-                   access.DebugString(), ")"));
+  return mounts_->MayRead(peer, id);
 }
 
-void ShortCircuitServer::Serve(int conn, PeerCredentials peer) {
+absl::Duration ShortCircuitServer::LeaseDuration(
+    const v1::ShortCircuitRequest& req) const {
+  return std::min(
+      options_.max_lease,
+      absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
+}
+
+void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
+  // A local reader: its mounts' and files' modes decide, as for the FUSE
+  // view (an admin token is not presented on this socket).
+  Caller peer;
+  peer.role = Role::kReader;
+  peer.local = std::move(credentials);
   // Leases held by this connection: id -> block key, and exported objects:
   // id -> a block of the object.
   absl::flat_hash_map<uint64_t, BlockKey> leases;
@@ -163,6 +170,9 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials peer) {
       }
       continue;
     } else if (req.op() == v1::ShortCircuitRequest::EXPORT) {
+      // An export is a lease like OPEN's: it ends at RELEASE, when the
+      // connection closes, or when its duration runs out.
+      const absl::Duration lease = LeaseDuration(req);
       v1::ShortCircuitGrant* g = resp.add_grants();
       const BlockId id =
           req.blocks_size() == 1 ? FromProto(req.blocks(0)) : BlockId{};
@@ -171,13 +181,16 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials peer) {
               ? MayRead(peer, id)
               : absl::InvalidArgumentError("EXPORT names one block");
       absl::StatusOr<std::shared_ptr<const ObjectFile>> object =
-          allowed.ok() ? store_->ExportObject(id) : allowed;
+          allowed.ok() ? store_->ExportObject(id, absl::Now() + lease)
+                       : allowed;
       if (!object.ok()) {
         g->set_code(static_cast<int>(object.status().code()));
         g->set_message(std::string(object.status().message()));
       } else {
         exports[next_lease] = id;
         g->set_lease_id(next_lease++);
+        g->set_lease_ms(
+            static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
         g->set_offset(0);
         g->set_length((*object)->size());
         g->set_source("ram");
@@ -208,9 +221,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials peer) {
         if (found.back() == nullptr && refused.back().ok())
           store_->Prefetch(id);
       }
-      const absl::Duration lease = std::min(
-          options_.max_lease,
-          absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
+      const absl::Duration lease = LeaseDuration(req);
       const absl::Time deadline = absl::Now() + options_.open_timeout;
       for (int k = 0; k < req.blocks_size(); ++k) {
         v1::ShortCircuitGrant* g = resp.add_grants();

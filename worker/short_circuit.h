@@ -18,7 +18,9 @@
 //
 // EXPORT lends a whole object cached in RAM as one read-only memfd (the
 // local FUSE daemon hands it to the kernel: passthrough reads), leasing
-// every block of it until RELEASE or the connection closes.
+// every block of it, like OPEN, until RELEASE, the connection closes or the
+// lease runs out (the fd stays valid after that; the blocks become
+// evictable).
 //
 // Every block is lent only to a caller who may read its mount, decided as
 // the FUSE view decides it (MayReadMount). One thread per connection
@@ -40,6 +42,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "common/security.h"
+#include "proto/worker.pb.h"
 #include "worker/block_store.h"
 #include "worker/mount_table.h"
 
@@ -88,7 +91,9 @@ class ShortCircuitServer {
   bool PeerAllowed(const PeerCredentials& peer) const;
   // OK if `peer` may read the mount of `id`; else PermissionDenied (or the
   // mount table's NotFound).
-  absl::Status MayRead(const PeerCredentials& peer, const BlockId& id) const;
+  absl::Status MayRead(const Caller& peer, const BlockId& id) const;
+  // A request's lease: lease_ms (0 = 30 s), at most max_lease.
+  absl::Duration LeaseDuration(const v1::ShortCircuitRequest& req) const;
   // Refuses `conn` with one frame of `code` and closes it.
   static void Refuse(int conn, absl::StatusCode code, std::string message);
   void Serve(int conn, PeerCredentials peer);

@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
       std::make_unique<ThreadPool>(w->options_.rpc_threads, "larder-rpc");
   w->service_ = std::make_unique<DataService>(
       w->store_.get(), &w->metrics_, w->rpc_executor_.get(), w->auth_.get(),
-      &w->ring_version_);
+      w->mounts_.get(), &w->ring_version_);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(w->options_.listen, creds, &w->grpc_port_);

@@ -69,6 +69,12 @@ struct ClientOptions {
   int max_workers_per_block = 3;
   // Read the under-store directly when every worker failed. Default true.
   bool under_store_fallback = true;
+  // The directories a file:// mount must lie in for that direct read.
+  // Unset (the default): any directory; the process reads with its own
+  // permissions, for itself, as `cat` would. A process that serves others
+  // (the FUSE daemon, which runs as root) sets it: it must not read whatever
+  // directory a mount table names; empty: no direct file:// read.
+  std::optional<std::vector<std::string>> fallback_file_roots;
   // Limit on one block read from a worker. Default 60 s.
   absl::Duration worker_timeout = absl::Seconds(60);
   // How often the ring is refreshed from the master (it is also refreshed
@@ -105,10 +111,12 @@ struct FileInfo {
   std::string version;
   absl::Time mtime = absl::UnixEpoch();
   // What the mount presents (MountEntry uid/gid/mode): unset ids = the
-  // reading process's own; mode 0 = 0444.
+  // reading process's own; mode 0 = 0444. own_mode: the file's own owner,
+  // group and mode (a file:// mount that sets none), mode 0 included.
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   uint32_t mode = 0;
+  bool own_mode = false;
 };
 
 struct ListResult {
