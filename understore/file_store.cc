@@ -204,26 +204,49 @@ absl::Status FileStore::MayRead(absl::string_view path,
                          : absl::StrCat("uid ", peer.uid),
                      " may not read '", rel, "': ", what));
   };
+  // The root and every directory on the way (from a short-lived cache), then
+  // the file, each opened beneath the root as a read would open it.
   struct stat st;
-  if (::fstat(root_fd_, &st) != 0)
-    return ErrnoStatus(errno, "cannot stat the root of", root_);
+  if (rel.empty()) return StatDir("", &st);  // The root is no file to read.
+  LARDER_RETURN_IF_ERROR(StatDir("", &st));
   if (!Grants(st, peer, 1)) return denied("the mount's root denies search");
-  // Every directory on the way, then the file: each opened beneath the root
-  // as a read would open it.
   for (size_t slash = rel.find('/');; slash = rel.find('/', slash + 1)) {
-    const bool last = slash == std::string::npos;
-    const std::string at = last ? rel : rel.substr(0, slash);
-    LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(at, O_PATH));
-    const int r = ::fstat(fd, &st);
-    ::close(fd);
-    if (r != 0) return ErrnoStatus(errno, "cannot stat", at);
-    if (!last && !Grants(st, peer, 1))
-      return denied(absl::StrCat("directory '", at, "' denies search"));
-    if (last) {
+    if (slash == std::string::npos) {
+      LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_PATH));
+      const int r = ::fstat(fd, &st);
+      ::close(fd);
+      if (r != 0) return ErrnoStatus(errno, "cannot stat", rel);
       if (!Grants(st, peer, 4)) return denied("its mode denies reading");
       return absl::OkStatus();
     }
+    const std::string dir = rel.substr(0, slash);
+    LARDER_RETURN_IF_ERROR(StatDir(dir, &st));
+    if (!Grants(st, peer, 1))
+      return denied(absl::StrCat("directory '", dir, "' denies search"));
   }
+}
+
+absl::Status FileStore::StatDir(const std::string& rel, struct stat* st) {
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&dir_mu_);
+    if (auto it = dirs_.find(rel); it != dirs_.end() && it->second.until > now) {
+      *st = it->second.st;
+      return absl::OkStatus();
+    }
+  }
+  int fd = root_fd_;
+  if (!rel.empty()) {
+    LARDER_ASSIGN_OR_RETURN(fd, OpenBeneath(rel, O_PATH));
+  }
+  const int r = ::fstat(fd, st);
+  const int err = errno;
+  if (fd != root_fd_) ::close(fd);
+  if (r != 0) return ErrnoStatus(err, "cannot stat", rel.empty() ? root_ : rel);
+  absl::MutexLock lock(&dir_mu_);
+  if (dirs_.size() >= kMaxCachedDirs) dirs_.clear();
+  dirs_[rel] = CachedDir{*st, now + kDirCacheTtl};
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ListPage> FileStore::List(absl::string_view dir,

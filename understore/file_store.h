@@ -30,8 +30,15 @@
 #ifndef LARDER_UNDERSTORE_FILE_STORE_H_
 #define LARDER_UNDERSTORE_FILE_STORE_H_
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 #include "understore/under_store.h"
 #include "understore/uri.h"
@@ -67,8 +74,20 @@ class FileStore final : public UnderStore {
   // Opens `rel` (already normalized) beneath the root; returns an owned fd.
   absl::StatusOr<int> OpenBeneath(const std::string& rel, int flags) const;
 
+  // stat of directory `rel` ("" = the root) for MayRead, kept for
+  // kDirCacheTtl: a chmod of a directory applies within a second.
+  absl::Status StatDir(const std::string& rel, struct stat* st);
+  static constexpr absl::Duration kDirCacheTtl = absl::Seconds(1);
+  static constexpr size_t kMaxCachedDirs = 4096;
+
   const std::string root_;  // Real path of the root directory.
   const int root_fd_;       // Owned, O_PATH | O_DIRECTORY.
+  struct CachedDir {
+    struct stat st;
+    absl::Time until;
+  };
+  absl::Mutex dir_mu_;
+  absl::flat_hash_map<std::string, CachedDir> dirs_ ABSL_GUARDED_BY(dir_mu_);
 };
 
 }  // namespace larder
