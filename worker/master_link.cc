@@ -27,14 +27,20 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Start(
   MasterLink* self = link.get();
   // A request for an unknown mount pulls the master's table at once (at most
   // every 200 ms), instead of failing until the next heartbeat.
+  // Every request that misses sees a table pulled after it arrived: a pull
+  // that began after it covers it (requests that wait for one in flight do
+  // not pull again); otherwise it pulls, waiting until 200 ms have passed
+  // since the last pull, so that requests for unknown mounts cannot make the
+  // worker ask the master more than five times a second.
   mounts->SetMissHook([self] {
-    {
-      absl::MutexLock lock(&self->sync_mu_);
-      if (absl::Now() - self->last_forced_sync_ < absl::Milliseconds(200))
-        return;
-      self->last_forced_sync_ = absl::Now();
-    }
-    self->SyncMounts(0).IgnoreError();
+    const absl::Time asked = absl::Now();
+    absl::MutexLock lock(&self->sync_mu_);
+    if (self->last_forced_sync_ >= asked) return;
+    const absl::Duration wait =
+        self->last_forced_sync_ + absl::Milliseconds(200) - absl::Now();
+    if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+    self->last_forced_sync_ = absl::Now();
+    self->SyncMountsLocked(0).IgnoreError();
   });
   link->thread_ = std::thread([self] { self->Loop(); });
   return link;
@@ -100,6 +106,10 @@ absl::Status MasterLink::Heartbeat(absl::Span<const BlockKey> added,
 
 absl::Status MasterLink::SyncMounts(uint64_t version) {
   absl::MutexLock lock(&sync_mu_);
+  return SyncMountsLocked(version);
+}
+
+absl::Status MasterLink::SyncMountsLocked(uint64_t version) {
   if (version != 0 && version == mounts_version_) return absl::OkStatus();
   v1::MountTable table;
   LARDER_RETURN_IF_ERROR(FromGrpcStatus(

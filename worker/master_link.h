@@ -75,7 +75,9 @@ class MasterLink {
                          v1::HeartbeatResponse* resp);
   // Brings the worker's mount table to the master's `version` (0: whatever
   // the master has now). Serialized by sync_mu_.
-  absl::Status SyncMounts(uint64_t version);
+  absl::Status SyncMounts(uint64_t version) ABSL_LOCKS_EXCLUDED(sync_mu_);
+  absl::Status SyncMountsLocked(uint64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
 
   const Options options_;
   BlockStore* const store_;
