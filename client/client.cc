@@ -292,6 +292,28 @@ class ClientImpl final : public Client {
     return std::unique_ptr<File>(new FileImpl(this, std::move(r)));
   }
 
+  absl::StatusOr<std::unique_ptr<File>> OpenKnown(
+      const FileInfo& info) override {
+    if (info.is_dir) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", info.path, "' is a directory"));
+    }
+    if (info.version.empty()) return Open(info.path);
+    absl::StatusOr<std::string> key = NormalizeClusterPath(info.path);
+    if (!key.ok()) return key.status();
+    std::optional<v1::MountEntry> m = MountOf(*key);
+    // A mount this client does not know yet (added since it connected):
+    // the master says what the file is.
+    if (!m || key->size() <= m->path().size()) return Open(info.path);
+    v1::StatResponse r;
+    ToProto(info, r.mutable_info());
+    r.mutable_info()->set_path(*key);
+    r.set_mount(m->path());
+    r.set_relative(key->substr(m->path().size() + 1));
+    r.set_block_size(m->block_size());
+    return std::unique_ptr<File>(new FileImpl(this, std::move(r)));
+  }
+
   std::unique_ptr<FileBatch> ReadBatch(absl::Span<File* const> files) override {
     auto batch = std::make_unique<BatchImpl>(this, files.size());
     for (size_t i = 0; i < files.size(); ++i) {

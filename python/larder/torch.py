@@ -44,12 +44,24 @@ class LarderMapDataset(Dataset):
     ImageFolder layout: the directories directly below the root are the
     classes (``.classes``, sorted; ``.class_to_idx``); ``.targets[i]`` is
     the class of file i. ``.paths`` and ``.sizes`` list the files.
+
+    With ``versions`` (``from_prefix`` keeps them from its listing), each
+    file is read as the listing described it: a DataLoader's worker
+    processes read without asking the master or the node's cache about any
+    file, and a file replaced since the listing raises ObjectChangedError
+    instead of mixing versions. Without them, each read looks its file up.
     """
 
-    def __init__(self, paths, sizes=None, root=None, transform=None, client=None):
+    def __init__(self, paths, sizes=None, root=None, transform=None, client=None,
+                 versions=None):
         self.client = _default_client(client)
         self.paths = [_clean(p) for p in paths]
         self.sizes = list(sizes) if sizes is not None else None
+        self.versions = list(versions) if versions is not None else None
+        if self.versions is not None and (
+                self.sizes is None or len(self.sizes) != len(self.paths)
+                or len(self.versions) != len(self.paths)):
+            raise ValueError("versions need sizes, one of each per path")
         self.root = _clean(root) if root else None
         self.transform = transform
         self.classes, self.class_to_idx, self.targets = _classes(self.root, self.paths)
@@ -67,7 +79,8 @@ class LarderMapDataset(Dataset):
                                                  else suffixes))
             entries = [e for e in entries if e.path.lower().endswith(suffixes)]
         return cls([e.path for e in entries], [e.size for e in entries], root=root,
-                   transform=transform, client=client)
+                   transform=transform, client=client,
+                   versions=[e.version for e in entries])
 
     def __len__(self):
         return len(self.paths)
@@ -77,6 +90,10 @@ class LarderMapDataset(Dataset):
         return self.transform(s) if self.transform is not None else s
 
     def __getitem__(self, i):
+        if self.versions is not None:
+            return self._sample(i, self.client._read_each_known(
+                [self.paths[i]], [self.sizes[i]], [self.versions[i]],
+                lambda k, data: data)[0])
         return self._sample(i, self.client.read(self.paths[i]))
 
     def __getitems__(self, indices):
@@ -92,6 +109,11 @@ class LarderMapDataset(Dataset):
             def sample(k, data):
                 i = indices[k]
                 return transform(LarderSample(paths[i], data, targets[i]))
+        if self.versions is not None:
+            sizes, versions = self.sizes, self.versions
+            return self.client._read_each_known(
+                [paths[i] for i in indices], [sizes[i] for i in indices],
+                [versions[i] for i in indices], sample)
         return self.client._read_each_clean([paths[i] for i in indices], sample)
 
 

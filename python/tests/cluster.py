@@ -77,9 +77,10 @@ class Cluster:
         self.cli = larder_cli()
         self.master = "127.0.0.1:%d" % free_port()
         roots = ["--allowed_file_roots=%s" % allowed_root] if allowed_root else []
+        self.master_metrics_port = free_port()
         self._master = Daemon(
             [self.cli, "master", "--master_listen=" + self.master,
-             "--master_metrics_listen=127.0.0.1:%d" % free_port(),
+             "--master_metrics_listen=127.0.0.1:%d" % self.master_metrics_port,
              "--state_dir=" + os.path.join(self.dir, "master")] + roots + list(master_flags),
             os.path.join(self.dir, "master.log"), "larder master: gRPC port")
         self.workers = []
@@ -135,10 +136,14 @@ class Cluster:
     def mount(self, path, uri, *flags):
         self.run("mount", path, uri, *flags)
 
-    def metric(self, name):
+    def master_metric(self, name):
+        """A counter of the master (e.g. 'larder_master_rpcs_total{method="Stat"}')."""
+        return self.metric(name, ports=[self.master_metrics_port])
+
+    def metric(self, name, ports=None):
         """The sum of a counter over every worker that answers."""
         total = 0.0
-        for port in self.metrics_ports:
+        for port in self.metrics_ports if ports is None else ports:
             try:
                 with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
                                             timeout=10) as r:
@@ -146,7 +151,8 @@ class Cluster:
             except OSError:
                 continue
             for line in text.splitlines():
-                if line.startswith(name + " ") or line.startswith(name + "{"):
+                if line.startswith(name + " ") or (
+                        "{" not in name and line.startswith(name + "{")):
                     total += float(line.rsplit(" ", 1)[1])
         return total
 

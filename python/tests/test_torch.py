@@ -1,6 +1,8 @@
 """larder.torch with real DataLoaders (4 worker processes, fork) over a real
 cluster: every sample checked, misses counted on the workers."""
 import hashlib
+import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -71,6 +73,57 @@ def test_map_dataset_two_epochs_second_has_no_misses(cluster, dataset):
             assert misses >= 180
         if epoch == 2:
             assert misses == 0
+
+
+def test_default_dataloader_asks_the_master_about_no_file(cluster, dataset):
+    """PyTorch's default DataLoader starts new worker processes every epoch;
+    a dataset built from a listing reads each file as the listing described
+    it, so no epoch sends the master a Stat. A file replaced after the
+    listing raises ObjectChangedError, never mixed bytes."""
+    root, files, _ = dataset
+    files = jpgs(files)
+    cluster.mount("/nostat", "file://" + root)
+    client = larder.Client(cluster.master)
+    ds = LarderMapDataset.from_prefix("/nostat", transform=digest, suffixes=".jpg",
+                                      client=client)
+    assert ds.versions is not None and len(ds.versions) == len(files)
+    stat = 'larder_master_rpcs_total{method="Stat"}'
+    loader = DataLoader(ds, batch_size=16, shuffle=True, num_workers=2)
+    for epoch in (1, 2):
+        before = cluster.master_metric(stat)
+        assert run_epoch(loader, files, "/nostat") == 200
+        print("default DataLoader, epoch %d: %d master Stat RPCs"
+              % (epoch, cluster.master_metric(stat) - before))
+        assert cluster.master_metric(stat) == before
+    # Pickled into a spawned worker the same: it carries the versions.
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone.versions == ds.versions
+
+    # Replaced after the listing: a fresh worker process refuses it by name.
+    other = os.path.join(root, "replaced")
+    os.makedirs(other, exist_ok=True)
+    for name in ("a.bin", "b.bin"):
+        with open(os.path.join(other, name), "wb") as g:
+            g.write(name.encode() * 1000)
+    cluster.mount("/replaced", "file://" + other)
+    ds = LarderMapDataset.from_prefix("/replaced", client=client)
+    assert len(ds[0].data) == 5000
+    with open(os.path.join(other, "b.tmp"), "wb") as g:
+        g.write(b"new" * 3000)
+    os.rename(os.path.join(other, "b.tmp"), os.path.join(other, "b.bin"))
+    with pytest.raises(Exception) as e:
+        next(iter(DataLoader(torch_subset(ds, [1]), batch_size=1, num_workers=1,
+                             collate_fn=lambda b: b)))
+    assert "ObjectChangedError" in repr(e.value) or isinstance(
+        e.value, larder.ObjectChangedError), repr(e.value)
+    with pytest.raises(larder.ObjectChangedError):
+        ds[1]
+    assert ds[0].data == b"a.bin" * 1000
+
+
+def torch_subset(ds, indices):
+    from torch.utils.data import Subset
+    return Subset(ds, indices)
 
 
 def test_prefetch_sampler_makes_a_cold_epoch_mostly_hits(cluster, dataset):

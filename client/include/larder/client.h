@@ -265,6 +265,15 @@ class Client {
   // Resolves the path like Stat (no RPC when its metadata is cached).
   virtual absl::StatusOr<std::unique_ptr<File>> Open(
       absl::string_view path) = 0;
+  // Opens a file that the caller has already listed (a dataset built from a
+  // listing), from `info`'s path, size and version, without asking the
+  // master or the node's cache: the client's mount table gives its mount
+  // and block size. Its bytes are read only as that version: a file changed
+  // since fails its reads with FailedPrecondition, as an open File does.
+  // Without a version, or in a mount this client does not know yet, it is
+  // Open(info.path). Errors: InvalidArgument (a directory, a bad path).
+  virtual absl::StatusOr<std::unique_ptr<File>> OpenKnown(
+      const FileInfo& info) = 0;
   // Whole files for a loader that reads a batch of small files (one per
   // sample), in as few exchanges as placement allows: see FileBatch. The
   // leases are given back in one message per worker when the batch is
