@@ -230,7 +230,8 @@ absl::Status FileStore::StatDir(const std::string& rel, struct stat* st) {
   const absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&dir_mu_);
-    if (auto it = dirs_.find(rel); it != dirs_.end() && it->second.until > now) {
+    if (auto it = dirs_.find(rel);
+        it != dirs_.end() && it->second.until > now) {
       *st = it->second.st;
       return absl::OkStatus();
     }

@@ -39,7 +39,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-
 #include "understore/under_store.h"
 #include "understore/uri.h"
 
