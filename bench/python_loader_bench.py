@@ -12,6 +12,12 @@ a local directory as under-store). Prints one table.
             from the page cache, and through the client (warm).
   rows 6-7  a cold epoch (page cache dropped, a fresh mount): LarderMapDataset
             with a RandomSampler, and with PrefetchSampler around it.
+  rows 8-9  PyTorch's default DataLoader (persistent_workers=False: new worker
+            processes every epoch), warm, in the same interleaved rounds as
+            rows 1-3: LarderMapDataset.from_prefix (reads as its listing said),
+            and the same files as a dataset of bare paths (each read looks its
+            file up); with the master's RPCs per epoch (larder_master_rpcs_total,
+            all methods, and Stat alone) and the rate against row 3.
 
   PYTHONPATH=build/python bench/python_loader_bench.py [--files 5000] [--size 102400]
       [--workers 4] [--rounds 5] [--shard_mib 1024] [--dir /tmp/larder-pybench]
@@ -127,19 +133,29 @@ def main():
             ds = LarderMapDataset.from_prefix("/b/small", transform=length, client=client)
             assert len(ds) == args.files
             fpaths = [os.path.join(mnt, "b", os.path.relpath(p, data)) for p in paths]
+            by_path = LarderMapDataset(ds.paths, ds.sizes, transform=length, client=client)
             loaders = [make_loader(FileDataset(paths), args.workers),
                        make_loader(FileDataset(fpaths), args.workers),
-                       make_loader(ds, args.workers)]
-            rates = [[], [], []]
+                       make_loader(ds, args.workers),
+                       make_loader(ds, args.workers, persistent=False),
+                       make_loader(by_path, args.workers, persistent=False)]
+            rates = [[] for _ in loaders]
+            rpcs = [[] for _ in loaders]
+            stats = [[] for _ in loaders]
+            all_rpcs = "larder_master_rpcs_total"
+            stat_rpcs = 'larder_master_rpcs_total{method="Stat"}'
             want = None
             for r in range(args.rounds + 1):
                 for k, loader in enumerate(loaders):
+                    before, stat_before = c.master_metric(all_rpcs), c.master_metric(stat_rpcs)
                     rate, total = epoch_rate(loader)
                     assert want is None or total == want, (k, total, want)
                     want = total
                     if r > 0:  # Round 0 warms up.
                         rates[k].append(rate)
-            local, fz, lar = (statistics.median(x) for x in rates)
+                        rpcs[k].append(c.master_metric(all_rpcs) - before)
+                        stats[k].append(c.master_metric(stat_rpcs) - stat_before)
+            local, fz, lar, fresh, fresh_paths = (statistics.median(x) for x in rates)
             del loaders
         finally:
             fuse.terminate()
@@ -149,6 +165,9 @@ def main():
         rows.append(("FUSE mount (open/read)", "%.0f samples/s" % fz, "%.2f" % (fz / local)))
         rows.append(("larder.torch LarderMapDataset", "%.0f samples/s" % lar,
                      "%.2f (%.2fx FUSE)" % (lar / local, lar / fz)))
+        late_rows = [
+            ("default DataLoader, from_prefix", fresh, rpcs[3], stats[3]),
+            ("default DataLoader, bare paths", fresh_paths, rpcs[4], stats[4])]
 
         # 4-5. 1 GiB with readinto into one reused buffer.
         buf = bytearray(8 << 20)
@@ -191,6 +210,12 @@ def main():
             misses = args.files - int(c.metric("larder_worker_hits_total") - hits)
             rows.append((name, "%.0f samples/s" % rate, "%d of %d reads missed" % (misses,
                                                                                  args.files)))
+
+        for name, rate, all_n, stat_n in late_rows:
+            rows.append((name, "%.0f samples/s" % rate,
+                         "%.2f; %.2f of persistent; master RPCs/epoch %d (Stat %d)"
+                         % (rate / local, rate / lar, statistics.median(all_n),
+                            statistics.median(stat_n))))
 
     shutil.rmtree(args.dir, ignore_errors=True)
     print("python_loader_bench: %d x %d KiB files, DataLoader(num_workers=%d, batch_size=64), "

@@ -101,6 +101,21 @@ absl::StatusOr<v1::StatResponse> Answer(const NodeMetadataCache::Stat& s) {
   return s.response;
 }
 
+}  // namespace
+
+// What a client knew, for a client that starts warm from it.
+struct ClientWarmState {
+  std::string master;  // Only a client of the same masters starts from it.
+  v1::Ring ring;
+  absl::Time ring_at = absl::InfinitePast();
+  v1::MountTable mounts;
+  uint64_t inval_epoch = 0;
+  uint64_t inval_seq = 0;
+  std::shared_ptr<NodeMetadataCache> meta;
+};
+
+namespace {
+
 class ClientImpl;
 
 class FileImpl final : public File {
@@ -173,8 +188,11 @@ class ClientImpl final : public Client {
              std::shared_ptr<const ChannelFactory> channels)
       : options_(std::move(options)),
         channels_(std::move(channels)),
-        meta_(MetadataCacheOptions{options_.metadata_cache_entries,
-                                   options_.metadata_cache_bytes}) {
+        meta_(options_.warm_start && options_.warm_start->meta
+                  ? options_.warm_start->meta
+                  : std::make_shared<NodeMetadataCache>(
+                        MetadataCacheOptions{options_.metadata_cache_entries,
+                                             options_.metadata_cache_bytes})) {
     if (options_.node.empty()) {
       char host[256] = {0};
       ::gethostname(host, sizeof(host) - 1);
@@ -201,8 +219,20 @@ class ClientImpl final : public Client {
   absl::Status Init() {
     LARDER_ASSIGN_OR_RETURN(
         master_, MasterConnection::Create(options_.master, channels_));
-    LARDER_RETURN_IF_ERROR(RefreshRing(/*force=*/true));
-    LARDER_RETURN_IF_ERROR(RefreshMounts());
+    if (const std::shared_ptr<const ClientWarmState>& w = options_.warm_start;
+        w != nullptr && w->master == options_.master) {
+      // What the client this one follows knew, as of when it learnt it: the
+      // ring is refreshed when ring_refresh has passed since then.
+      InstallRing(w->ring);
+      InstallMounts(w->mounts);
+      absl::MutexLock lock(&mu_);
+      ring_attempted_ = w->ring_at;
+      inval_epoch_ = w->inval_epoch;
+      inval_seq_ = w->inval_seq;
+    } else {
+      LARDER_RETURN_IF_ERROR(RefreshRing(/*force=*/true));
+      LARDER_RETURN_IF_ERROR(RefreshMounts());
+    }
     // The ring, the mount table and invalidations are also polled while the
     // client is idle: a FUSE daemon whose kernel answers from its own caches
     // must still hear of an invalidation (and pass it on).
@@ -228,7 +258,7 @@ class ClientImpl final : public Client {
     LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
     const absl::Time now = absl::Now();
     std::optional<NodeMetadataCache::Found<NodeMetadataCache::Listing>> cached =
-        meta_.GetListing(key);
+        meta_->GetListing(key);
     if (cached && cached->expires > now) {
       ++meta_hits_;
       return cached->value;
@@ -249,10 +279,10 @@ class ClientImpl final : public Client {
               bytes += NodeMetadataCache::EntryBytes(e);
               listing->push_back(std::move(e));
             }
-            if (bytes > meta_.ListingLimitBytes()) {
+            if (bytes > meta_->ListingLimitBytes()) {
               return absl::ResourceExhaustedError(absl::StrCat(
                   "directory ", key, " is larger than the metadata cache ",
-                  "takes (", meta_.ListingLimitBytes(),
+                  "takes (", meta_->ListingLimitBytes(),
                   " bytes); page it with List"));
             }
             token = std::move(page.next_page_token);
@@ -261,7 +291,7 @@ class ClientImpl final : public Client {
                     [](const FileInfo& a, const FileInfo& b) {
                       return a.path < b.path;
                     });
-          meta_.PutListing(key, listing, now + TtlOf(key));
+          meta_->PutListing(key, listing, now + TtlOf(key));
           return listing;
         });
   }
@@ -302,9 +332,20 @@ class ClientImpl final : public Client {
     absl::StatusOr<std::string> key = NormalizeClusterPath(info.path);
     if (!key.ok()) return key.status();
     std::optional<v1::MountEntry> m = MountOf(*key);
-    // A mount this client does not know yet (added since it connected):
-    // the master says what the file is.
-    if (!m || key->size() <= m->path().size()) return Open(info.path);
+    if (!m) {  // A mount added since this client learnt the table.
+      RefreshMounts().IgnoreError();
+      m = MountOf(*key);
+    }
+    if (!m || key->size() <= m->path().size()) {
+      // The master says what the file is; still only the version listed.
+      LARDER_ASSIGN_OR_RETURN(std::unique_ptr<File> f, Open(info.path));
+      if (f->info().version != info.version) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            *key, " changed since it was listed (version ", info.version,
+            ", now ", f->info().version, ")"));
+      }
+      return f;
+    }
     v1::StatResponse r;
     ToProto(info, r.mutable_info());
     r.mutable_info()->set_path(*key);
@@ -440,7 +481,7 @@ class ClientImpl final : public Client {
     s.metadata_hits = meta_hits_;
     s.metadata_misses = meta_misses_;
     s.metadata_stale_served = meta_stale_;
-    const NodeMetadataCache::Counters c = meta_.counters();
+    const NodeMetadataCache::Counters c = meta_->counters();
     s.metadata_entries = c.entries;
     s.metadata_bytes = c.bytes;
     s.metadata_evictions = c.evictions;
@@ -750,7 +791,7 @@ class ClientImpl final : public Client {
     using Stat = std::shared_ptr<const NodeMetadataCache::Stat>;
     std::optional<Stat> stale;
     absl::Time stale_expires = absl::InfinitePast();
-    if (auto f = meta_.GetStat(key)) {
+    if (auto f = meta_->GetStat(key)) {
       if (f->expires > now) {
         ++meta_hits_;
         return Answer(*f->value);
@@ -759,7 +800,7 @@ class ClientImpl final : public Client {
       stale_expires = f->expires;
     }
     if (key != "/") {
-      if (auto l = meta_.GetListing(ParentClusterPath(key))) {
+      if (auto l = meta_->GetListing(ParentClusterPath(key))) {
         std::optional<NodeMetadataCache::Stat> s = FromListing(key, *l->value);
         if (s && l->expires > now) {
           ++meta_hits_;
@@ -783,7 +824,7 @@ class ClientImpl final : public Client {
               // NotFound is an answer too: kept, negative.
               NodeMetadataCache::Stat s{
                   r.status(), r.ok() ? *std::move(r) : v1::StatResponse()};
-              meta_.PutStat(key, s, now + TtlOf(key));
+              meta_->PutStat(key, s, now + TtlOf(key));
               return std::make_shared<const NodeMetadataCache::Stat>(
                   std::move(s));
             }));
@@ -905,13 +946,13 @@ class ClientImpl final : public Client {
       return;
     std::vector<std::string> dropped;
     if (resp.reset()) {
-      meta_.Clear();
+      meta_->Clear();
       dropped.push_back("/");
     } else {
       for (const std::string& p : resp.paths()) {
         if (absl::StatusOr<std::string> key = NormalizeClusterPath(p);
             key.ok()) {
-          meta_.Invalidate(*key);
+          meta_->Invalidate(*key);
           dropped.push_back(*std::move(key));
         }
       }
@@ -965,26 +1006,30 @@ class ClientImpl final : public Client {
     LARDER_RETURN_IF_ERROR(MasterError(
         master_->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(), &ring,
                       absl::Seconds(10))));
+    const bool mounts_changed = InstallRing(ring);
+    if (mounts_changed) RefreshMounts().IgnoreError();
+    SyncInvalidations(ring.metadata_epoch(), ring.invalidation_seq());
+    return absl::OkStatus();
+  }
+
+  // Uses `ring`; true when it names a mount table other than ours.
+  bool InstallRing(const v1::Ring& ring) {
     std::vector<RingMember> members;
     for (const auto& w : ring.workers())
       members.push_back({w.id(), static_cast<double>(std::max<uint64_t>(
                                      1, w.capacity_bytes()))});
     HashRing built(std::move(members), static_cast<int>(ring.vnodes()));
-    bool mounts_changed;
-    {
-      absl::MutexLock lock(&mu_);
-      ++ring_refreshes_;
-      ring_changed_at_ = absl::FromUnixMillis(ring.changed_unix_ms());
-      if (ring.version() != ring_version_ || ring_workers_.empty()) {
-        ring_version_ = ring.version();
-        ring_ = std::move(built);
-        ring_workers_.assign(ring.workers().begin(), ring.workers().end());
-      }
-      mounts_changed = ring.mounts_version() != mounts_version_;
+    absl::MutexLock lock(&mu_);
+    ++ring_refreshes_;
+    ring_changed_at_ = absl::FromUnixMillis(ring.changed_unix_ms());
+    if (ring.version() != ring_version_ || ring_workers_.empty()) {
+      ring_version_ = ring.version();
+      ring_ = std::move(built);
+      ring_workers_.assign(ring.workers().begin(), ring.workers().end());
+      last_ring_ = ring;
     }
-    if (mounts_changed) RefreshMounts().IgnoreError();
-    SyncInvalidations(ring.metadata_epoch(), ring.invalidation_seq());
-    return absl::OkStatus();
+    last_ring_at_ = absl::Now();
+    return ring.mounts_version() != mounts_version_;
   }
 
   absl::Status RefreshMounts() {
@@ -992,13 +1037,33 @@ class ClientImpl final : public Client {
     LARDER_RETURN_IF_ERROR(MasterError(
         master_->Call(&v1::Master::Stub::GetMounts, v1::GetMountsRequest(),
                       &table, absl::Seconds(10))));
+    InstallMounts(table);
+    return absl::OkStatus();
+  }
+
+  void InstallMounts(const v1::MountTable& table) {
     absl::MutexLock lock(&mu_);
     mounts_.clear();
     for (const auto& m : table.mounts()) mounts_[m.path()] = m;
     mounts_version_ = table.version();
-    return absl::OkStatus();
+    last_mounts_ = table;
   }
 
+ public:
+  std::shared_ptr<const ClientWarmState> WarmState() override {
+    auto w = std::make_shared<ClientWarmState>();
+    w->master = options_.master;
+    w->meta = meta_;
+    absl::MutexLock lock(&mu_);
+    w->ring = last_ring_;
+    w->ring_at = last_ring_at_;
+    w->mounts = last_mounts_;
+    w->inval_epoch = inval_epoch_;
+    w->inval_seq = inval_seq_;
+    return w;
+  }
+
+ private:
   std::vector<v1::WorkerInfo> Owners(const BlockId& id, int n) {
     RefreshRing(/*force=*/false)
         .IgnoreError();  // Periodic; failures keep the old ring.
@@ -1439,8 +1504,13 @@ class ClientImpl final : public Client {
   absl::Time ring_changed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, v1::MountEntry> mounts_ ABSL_GUARDED_BY(mu_);
   uint64_t mounts_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The answers the ring and the mount table were built from (WarmState).
+  v1::Ring last_ring_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_ring_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  v1::MountTable last_mounts_ ABSL_GUARDED_BY(mu_);
   // The node's metadata cache, and the master's invalidations applied to it.
-  NodeMetadataCache meta_;
+  // Shared with the clients that start warm from this one (WarmState).
+  const std::shared_ptr<NodeMetadataCache> meta_;
   uint64_t inval_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t inval_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time master_down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -241,7 +241,12 @@ class NativeClient : public std::enable_shared_from_this<NativeClient> {
         +[](bool* forking) { return !*forking; }, &forking_));
     AbandonIfForked();
     if (client_ == nullptr) {
-      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options_);
+      // Warm from the connection dropped at the last fork (in the parent and
+      // in the child alike): no master call to connect, and the metadata the
+      // parent had looked up.
+      ClientOptions o = options_;
+      o.warm_start = warm_;
+      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(std::move(o));
       if (!c.ok()) return c.status();
       client_ = std::move(*c);
       ++generation_;
@@ -335,6 +340,8 @@ class NativeClient : public std::enable_shared_from_this<NativeClient> {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Client> client_ ABSL_GUARDED_BY(mu_);
+  // What the last dropped connection knew (Client::WarmState).
+  std::shared_ptr<const ClientWarmState> warm_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ThreadPool> pool_ ABSL_GUARDED_BY(mu_);
   std::set<NativeFile*> files_ ABSL_GUARDED_BY(mu_);
 };
@@ -429,6 +436,9 @@ class NativeFile {
 void NativeClient::DropConnectionLocked() {
   for (NativeFile* f : files_) f->Drop(/*abandon=*/false);
   pool_.reset();
+  // No call is in flight and the client's threads stop with it, so the
+  // metadata cache it shares with warm_ is unlocked when the fork comes.
+  if (client_ != nullptr) warm_ = client_->WarmState();
   client_.reset();
 }
 
@@ -437,6 +447,11 @@ void NativeClient::AbandonIfForked() {
   for (NativeFile* f : files_) f->Drop(/*abandon=*/true);
   (void)pool_.release();
   (void)client_.release();
+  // Its metadata cache may be locked by a thread that did not come along.
+  if (warm_ != nullptr) {
+    (void)new std::shared_ptr<const ClientWarmState>(std::move(warm_));
+    warm_ = nullptr;
+  }
   in_flight_ = 0;  // Threads that were in calls did not come along.
   forking_ = false;
   pid_ = ::getpid();

@@ -55,6 +55,10 @@
 
 namespace larder {
 
+// What a client knows that another client of the same process can start
+// with (Client::WarmState, ClientOptions::warm_start). Opaque.
+struct ClientWarmState;
+
 struct ClientOptions {
   // The master, host:port, or the masters of an HA cluster
   // ("a:7060,b:7060,c:7060": calls follow the leader). Default
@@ -96,6 +100,17 @@ struct ClientOptions {
   // still pin bytes: a read never mixes two versions of an object. 0: off.
   // Default 1 h.
   absl::Duration metadata_stale_window = absl::Hours(1);
+
+  // Start from what another client of this process knew
+  // (Client::WarmState): its ring, mount table and metadata cache (shared,
+  // not copied), so the new client sends the master nothing at Connect and
+  // refreshes the ring when ring_refresh has passed since the other learnt
+  // it. For a process that drops its client around fork() and connects
+  // again in the parent and the child (the Python module does): each starts
+  // warm, and a DataLoader worker forked from a warm process asks the master
+  // nothing about the files its parent looked up. Ignored when it names
+  // other masters.
+  std::shared_ptr<const ClientWarmState> warm_start;
 
   // TLS and the bearer token for the master and the workers (the client
   // fields of SecurityOptions: tls_ca_file turns TLS on; tls_cert_file and
@@ -304,6 +319,10 @@ class Client {
   // kernel). The hook runs on whichever thread noticed the invalidation,
   // possibly inside a Stat: it must not block or call back into the
   // client.
+  // A snapshot for ClientOptions::warm_start: the ring and mount table as
+  // last fetched, and this client's metadata cache itself (shared).
+  virtual std::shared_ptr<const ClientWarmState> WarmState() = 0;
+
   virtual void SetInvalidationHook(
       std::function<void(const std::string& path)> hook) = 0;
 };
