@@ -340,9 +340,9 @@ class ClientImpl final : public Client {
       // The master says what the file is; still only the version listed.
       LARDER_ASSIGN_OR_RETURN(std::unique_ptr<File> f, Open(info.path));
       if (f->info().version != info.version) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            *key, " changed since it was listed (version ", info.version,
-            ", now ", f->info().version, ")"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(*key, " changed since it was listed (version ",
+                         info.version, ", now ", f->info().version, ")"));
       }
       return f;
     }
