@@ -90,8 +90,12 @@ absl::Status MountTable::MayRead(const Caller& caller,
     access = m.access;
     store = m.store;
   }
+  // The daemon's own ids stand for an unset owner and group; they do not
+  // change while it runs (asked once: two system calls per read otherwise).
+  static const uint32_t daemon_uid = ::geteuid();
+  static const uint32_t daemon_gid = ::getegid();
   LARDER_RETURN_IF_ERROR(
-      MayReadMount(caller, id.mount, access, ::geteuid(), ::getegid()));
+      MayReadMount(caller, id.mount, access, daemon_uid, daemon_gid));
   // A mount whose files keep their own owner and mode: this file's, as the
   // file system holds them now.
   if (access.per_file && caller.role != Role::kAdmin && caller.local &&
