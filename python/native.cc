@@ -265,10 +265,14 @@ class NativeClient : public std::enable_shared_from_this<NativeClient> {
     AbandonIfForked();
     DropConnectionLocked();
   }
-  // After a fork, in the parent and in the child.
+  // After a fork, in the parent and in the child. A fork seen here was
+  // quiesced (nothing in flight, no connection), so the child's state is
+  // clean: it is not the unseen fork that AbandonIfForked handles, and it
+  // keeps warm_ (its next connection starts warm).
   void Resume() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     forking_ = false;
+    pid_ = ::getpid();
   }
 
   void AddFile(NativeFile* f) ABSL_LOCKS_EXCLUDED(mu_) {
