@@ -536,20 +536,6 @@ Caller Authorizer::CallerOf(const grpc::ServerContextBase& context) const {
   return caller;
 }
 
-grpc::Status Authorizer::CheckMount(const grpc::ServerContextBase& context,
-                                    absl::string_view mount_path,
-                                    const MountAccess& access) const {
-  if (grpc::Status s = Check(context, Role::kReader, "reading a mount");
-      !s.ok()) {
-    return s;
-  }
-  absl::Status st = MayReadMount(CallerOf(context), mount_path, access,
-                                 ::geteuid(), ::getegid());
-  if (st.ok()) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      std::string(st.message()));
-}
-
 Role Authorizer::RoleOf(const grpc::ServerContextBase& context) const {
   if (!enabled_) return Role::kAdmin;
   return CallerOf(context).role;

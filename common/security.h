@@ -224,11 +224,6 @@ class Authorizer {
   Role RoleOf(const grpc::ServerContextBase& context) const;
   // The caller's role, mounts and (anonymous callers) AnonymousPeer.
   Caller CallerOf(const grpc::ServerContextBase& context) const;
-  // Check(kReader) and MayReadMount for `mount_path` at once, as a gRPC
-  // status (PERMISSION_DENIED names the mount).
-  grpc::Status CheckMount(const grpc::ServerContextBase& context,
-                          absl::string_view mount_path,
-                          const MountAccess& access) const;
 
   bool enabled() const { return enabled_; }
 

@@ -64,16 +64,6 @@ absl::StatusOr<Mount> MountTable::Find(absl::string_view name) const {
   return it->second;
 }
 
-absl::StatusOr<MountAccess> MountTable::AccessOf(absl::string_view name) const {
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = mounts_.find(name); it != mounts_.end())
-      return it->second.access;
-  }
-  LARDER_ASSIGN_OR_RETURN(Mount m, Get(name));
-  return m.access;
-}
-
 absl::Status MountTable::MayRead(const Caller& caller,
                                  const BlockId& id) const {
   MountAccess access;

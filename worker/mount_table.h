@@ -58,10 +58,6 @@ class MountTable {
   // next heartbeat), then looks again.
   absl::StatusOr<Mount> Get(absl::string_view name) const;
 
-  // Only the mount's access rules, without copying the rest (the
-  // short-circuit path asks once per block). Errors: those of Get.
-  absl::StatusOr<MountAccess> AccessOf(absl::string_view name) const;
-
   // May `caller` read block `id`: MayReadMount for its mount, then, for a
   // mount whose files keep their own owner and mode and a local or
   // anonymous caller other than root, the file's own bits and its
