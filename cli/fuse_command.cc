@@ -61,10 +61,11 @@ ABSL_FLAG(int, list_page_size, 1000,
           "fuse: directory entries fetched per master call (the daemon holds "
           "one page per open directory).");
 ABSL_FLAG(int64_t, metadata_cache_entries, 1000000,
-          "fuse, client: most entries (stats, negative entries, directory "
-          "listings) in the node's metadata cache.");
+          "fuse, client, worker: most entries (stats, negative entries, "
+          "directory listings) in the process's metadata cache (the worker's: "
+          "the node's, shared by its clients).");
 ABSL_FLAG(std::string, metadata_cache_bytes, "256MiB",
-          "fuse, client: most bytes held by the node's metadata cache; a "
+          "fuse, client, worker: most bytes held by the metadata cache; a "
           "directory larger than a quarter of it is paged, never cached.");
 ABSL_FLAG(absl::Duration, metadata_stale_window, absl::Hours(1),
           "fuse, client: how long past its TTL cached metadata is still "

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,10 @@
 #include "common/status_macros.h"
 #include "common/units.h"
 #include "worker/worker.h"
+
+// Defined with the FUSE daemon's flags: both keep the node's metadata cache.
+ABSL_DECLARE_FLAG(int64_t, metadata_cache_entries);
+ABSL_DECLARE_FLAG(std::string, metadata_cache_bytes);
 
 ABSL_FLAG(std::vector<std::string>, allowed_file_roots, {},
           "master, worker: directories that file:// mounts of the cluster's "
@@ -152,6 +157,12 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
     o.store.object_file_max_bytes = bytes == 0 ? 1 : bytes;
   }
   o.master = MasterAddress();
+  o.metadata_cache.max_entries = static_cast<size_t>(
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_metadata_cache_entries)));
+  LARDER_ASSIGN_OR_RETURN(
+      const uint64_t metadata_bytes,
+      ParseBytes(absl::GetFlag(FLAGS_metadata_cache_bytes)));
+  o.metadata_cache.max_bytes = static_cast<size_t>(metadata_bytes);
   o.id = absl::GetFlag(FLAGS_worker_id);
   o.node = absl::GetFlag(FLAGS_node);
   o.advertise = absl::GetFlag(FLAGS_advertise);
@@ -280,6 +291,8 @@ const Command kWorkerCommand = {
                "metrics_listen",
                "ram_capacity",
                "ram_max_blocks",
+               "metadata_cache_entries",
+               "metadata_cache_bytes",
                "ram_eviction",
                "collapse_huge_pages",
                "object_file_max_size",

@@ -480,6 +480,7 @@ class ClientImpl final : public Client {
     s.ring_refreshes = ring_refreshes_;
     s.metadata_hits = meta_hits_;
     s.metadata_misses = meta_misses_;
+    s.metadata_node_hits = meta_node_hits_;
     s.metadata_stale_served = meta_stale_;
     const NodeMetadataCache::Counters c = meta_->counters();
     s.metadata_entries = c.entries;
@@ -812,12 +813,15 @@ class ClientImpl final : public Client {
         }
       }
     }
-    ++meta_misses_;
     LARDER_ASSIGN_OR_RETURN(
         Stat answer,
         FetchOrStale<Stat>(
             key, std::move(stale), stale_expires, now,
             [&]() -> absl::StatusOr<Stat> {
+              if (std::optional<NodeMetadataCache::Stat> s = AskNode(key))
+                return std::make_shared<const NodeMetadataCache::Stat>(
+                    *std::move(s));
+              ++meta_misses_;
               absl::StatusOr<v1::StatResponse> r = StatRpc(key);
               if (!r.ok() && r.status().code() != absl::StatusCode::kNotFound)
                 return r.status();
@@ -829,6 +833,58 @@ class ClientImpl final : public Client {
                   std::move(s));
             }));
     return Answer(*answer);
+  }
+
+  // `key`'s Stat from the node metadata cache, which the local worker keeps
+  // for every process on the node, kept here too for what is left of its
+  // TTL. None (the master is asked) when there is no local worker, when it
+  // does not answer for `key` or this process, or when it fails. Only paths
+  // in the mounts this client was given are asked for: the master's answer
+  // to GetMounts already applied the token's scope, and the worker's
+  // answer applies the mount's owner and mode to this process.
+  std::optional<NodeMetadataCache::Stat> AskNode(const std::string& key) {
+    if (node_stat_unsupported_.load(std::memory_order_relaxed) || !MountOf(key))
+      return std::nullopt;
+    std::vector<v1::WorkerInfo> workers;
+    uint64_t epoch = 0, seq = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      workers = ring_workers_;
+      epoch = inval_epoch_;
+      seq = inval_seq_;
+    }
+    std::string socket;
+    for (const v1::WorkerInfo& w : workers) {
+      if (ShortCircuitTo(w)) {
+        socket = w.short_circuit_socket();
+        break;
+      }
+    }
+    if (socket.empty()) return std::nullopt;
+    absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
+        TakeShortCircuit(socket);
+    if (!sc.ok()) return std::nullopt;
+    absl::StatusOr<ShortCircuitClient::StatAnswer> a =
+        (*sc)->Stat(key, epoch, seq);
+    if ((*sc)->refused()) {
+      NoteShortCircuitRefused(socket, a.status());
+      return std::nullopt;
+    }
+    // A connection that failed to carry the exchange is not reused.
+    if (a.ok() || (a.status().code() != absl::StatusCode::kUnavailable &&
+                   a.status().code() != absl::StatusCode::kInternal)) {
+      GiveShortCircuit(socket, *std::move(sc));
+    }
+    if (!a.ok()) {
+      if (a.status().code() == absl::StatusCode::kUnimplemented)
+        node_stat_unsupported_.store(true, std::memory_order_relaxed);
+      return std::nullopt;
+    }
+    ++meta_node_hits_;
+    NoteRingVersion(a->response.ring_version());
+    NodeMetadataCache::Stat s{std::move(a->status), std::move(a->response)};
+    meta_->PutStat(key, s, absl::Now() + a->ttl);
+    return s;
   }
 
   // Stale-if-error, for a cache miss of `key`: `fetch` asks the master;
@@ -1517,7 +1573,10 @@ class ClientImpl final : public Client {
   absl::flat_hash_set<std::string> stale_logged_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&)> invalidation_hook_
       ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> meta_hits_{0}, meta_misses_{0}, meta_stale_{0};
+  std::atomic<uint64_t> meta_hits_{0}, meta_misses_{0}, meta_stale_{0},
+      meta_node_hits_{0};
+  // The local worker answered a STAT as a worker from before it would.
+  std::atomic<bool> node_stat_unsupported_{false};
   absl::Notification stop_polling_;
   std::thread poller_;
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> workers_

@@ -97,6 +97,47 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
   }
 }
 
+absl::StatusOr<ShortCircuitClient::StatAnswer> ShortCircuitClient::Stat(
+    const std::string& path, uint64_t epoch, uint64_t seq) {
+  v1::ShortCircuitRequest req;
+  req.set_op(v1::ShortCircuitRequest::STAT);
+  req.set_path(path);
+  req.set_metadata_epoch(epoch);
+  req.set_invalidation_seq(seq);
+  absl::MutexLock lock(&mu_);
+  std::string frame;
+  std::vector<int> fds;
+  absl::Status st = SendFrame(sock_, req.SerializeAsString());
+  const absl::Status received = RecvFrame(sock_, &frame, &fds);
+  if (st.ok() || received.ok()) st = received;
+  for (int fd : fds) ::close(fd);  // A STAT carries none.
+  LARDER_RETURN_IF_ERROR(st);
+  v1::ShortCircuitResponse resp;
+  if (!resp.ParseFromString(frame))
+    return absl::InternalError("malformed short-circuit response");
+  const auto code = static_cast<absl::StatusCode>(resp.code());
+  switch (code) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kNotFound:
+      return StatAnswer{
+          absl::Status(code, resp.message()),
+          code == absl::StatusCode::kOk ? resp.stat() : v1::StatResponse(),
+          absl::Milliseconds(resp.ttl_ms())};
+    case absl::StatusCode::kPermissionDenied:
+      refused_ = true;
+      return absl::PermissionDeniedError(resp.message());
+    case absl::StatusCode::kInvalidArgument:
+      // A worker from before STAT took it for an OPEN of no blocks.
+      if (!resp.has_stat()) {
+        return absl::UnimplementedError(
+            absl::StrCat("the worker does not answer STAT: ", resp.message()));
+      }
+      [[fallthrough]];
+    default:
+      return absl::Status(code, resp.message());
+  }
+}
+
 absl::Status ShortCircuitClient::CheckGrant(const Lease& lease,
                                             const BlockId* asked) {
   struct stat st;

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/block_key.h"
+#include "proto/larder.pb.h"
 
 namespace larder {
 
@@ -62,6 +63,22 @@ class ShortCircuitClient {
   // FailedPrecondition (not every block is in the worker's RAM, or the
   // worker keeps the object block by block), Unavailable (worker gone).
   absl::StatusOr<Lease> OpenObject(const BlockId& id);
+
+  // The answer of the node metadata cache (the worker's) about cluster
+  // path `path`: `status` OK with `response`, or NotFound (an answer too),
+  // fresh for `ttl`.
+  struct StatAnswer {
+    absl::Status status;
+    v1::StatResponse response;
+    absl::Duration ttl;
+  };
+  // Asks the node metadata cache, telling it the invalidations this process
+  // has heard of (epoch, seq). Errors: FailedPrecondition (the worker does
+  // not answer for this path or caller: ask the master), Unimplemented (a
+  // worker from before STAT), Unavailable (worker gone), the master's (the
+  // worker asked it).
+  absl::StatusOr<StatAnswer> Stat(const std::string& path, uint64_t epoch,
+                                  uint64_t seq);
 
   // Closes the fds and gives the leases back (one message, no reply).
   absl::Status Release(Lease& lease);

@@ -183,6 +183,8 @@ class MasterService final : public v1::Master::Service {
         req->worker_id(), *std::move(added), *removed, absl::Now()));
     resp->set_ring_version(membership_->version());
     resp->set_mounts_version(mounts_->Get().version());
+    resp->set_metadata_epoch(invalidations_->epoch());
+    resp->set_invalidation_seq(invalidations_->seq());
     return grpc::Status::OK;
   }
 

@@ -717,6 +717,7 @@ py::dict Stats(NativeClient& c) {
   d["ring_refreshes"] = s.ring_refreshes;
   d["metadata_hits"] = s.metadata_hits;
   d["metadata_misses"] = s.metadata_misses;
+  d["metadata_node_hits"] = s.metadata_node_hits;
   d["metadata_stale_served"] = s.metadata_stale_served;
   d["metadata_entries"] = s.metadata_entries;
   d["metadata_bytes"] = s.metadata_bytes;

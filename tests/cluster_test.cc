@@ -622,6 +622,110 @@ TEST_F(ClusterTest, StatMissesInADirectoryShareOneListing) {
   EXPECT_EQ(buf.substr(0, *n), PatternBytes(107, 7));
 }
 
+// One metadata cache per node: processes on a node (here: clients, each
+// with a cache of its own) that stat the same files cost the master one
+// Stat per file in all, not one per file per process; the others are
+// answered by the node's worker. An invalidation reaches every one of them,
+// and a process that has heard of it never gets the dropped answer back
+// from the worker, even before the worker's own heartbeat tells it.
+TEST_F(ClusterTest, ProcessesOnANodeShareOneMetadataCache) {
+  ASSERT_TRUE(AddMount("/datasets/node", s3_->Uri("ds"), 60000));
+  auto stats = [&] {
+    return master_->Metric("larder_master_rpcs_total{method=\"Stat\"}")
+        .value_or(0);
+  };
+  std::vector<std::string> paths;
+  for (const auto& [path, data] : files_)
+    paths.push_back("/datasets/node/" + path);
+  paths.push_back("/datasets/node/train/none.bin");  // NotFound: kept too.
+  const double before = stats();
+  constexpr int kProcesses = 4;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int p = 0; p < kProcesses; ++p) {
+    clients.push_back(Connect(""));  // This host: the node's workers.
+    ASSERT_TRUE(clients.back());
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int p = 0; p < kProcesses; ++p) {
+    threads.emplace_back([&, p] {
+      for (const std::string& path : paths) {
+        absl::StatusOr<FileInfo> s = clients[p]->Stat(path);
+        const std::string rel = path.substr(strlen("/datasets/node/"));
+        if (files_.count(rel)
+                ? !s.ok() || s->size != files_[rel].size()
+                : s.status().code() != absl::StatusCode::kNotFound)
+          ++bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(stats() - before, paths.size())
+      << "one master Stat per path, whatever the number of processes";
+  // Every answer came from the node's worker; it asked the master once per
+  // path and answered the rest from its cache.
+  uint64_t node_answers = 0;
+  for (auto& c : clients) node_answers += c->stats().metadata_node_hits;
+  EXPECT_EQ(node_answers, kProcesses * paths.size());
+  auto worker_count = [&](const std::string& result) {
+    double sum = 0;
+    for (const auto& w : workers_) {
+      sum += w->Metric(absl::StrCat(
+                           "larder_worker_metadata_requests_total{result=\"",
+                           result, "\"}"))
+                 .value_or(0);
+    }
+    return sum;
+  };
+  EXPECT_EQ(worker_count("miss"), paths.size());
+  EXPECT_EQ(worker_count("hit"), (kProcesses - 1) * paths.size());
+  const double per_file = stats();
+  for (int i = 0; i < 4; ++i) {  // Another "epoch" of fresh processes.
+    auto fresh = Connect("");
+    ASSERT_TRUE(fresh);
+    for (const std::string& path : paths) (void)fresh->Stat(path);
+  }
+  EXPECT_EQ(stats(), per_file);
+  EXPECT_EQ(worker_count("hit"), (kProcesses + 3) * paths.size());
+
+  // Replaced and invalidated: a process that starts after the invalidation
+  // sees the new version at once; the processes that held the old answer
+  // see it once they hear of the invalidation (ring_refresh, 200 ms).
+  const std::string rel = "train/c0/sample-0.bin";
+  const std::string path = "/datasets/node/" + rel;
+  const std::string old_version = clients[0]->Stat(path)->version;
+  const std::string fresh_bytes = PatternBytes(files_[rel].size() + 7, 77);
+  ASSERT_TRUE(store_->Put(rel, fresh_bytes).ok());
+  {
+    v1::InvalidateRequest req;
+    req.set_path(path);
+    v1::InvalidateResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Invalidate(&ctx, req, &resp).ok());
+  }
+  auto late = Connect("");
+  ASSERT_TRUE(late);
+  absl::StatusOr<FileInfo> seen = late->Stat(path);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_NE(seen->version, old_version);
+  EXPECT_EQ(seen->size, fresh_bytes.size());
+  for (auto& c : clients) {
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          absl::StatusOr<FileInfo> s = c->Stat(path);
+          return s.ok() && s->version == seen->version;
+        },
+        absl::Seconds(10)));
+  }
+  auto f = late->Open(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::string buf(fresh_bytes.size(), '\0');
+  auto n = (*f)->Read(0, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(buf == fresh_bytes);
+}
+
 // `larder mount` of a mount that is there already (a start-up Job on every
 // upgrade) changes nothing: not the table's version, and no invalidation
 // that would drop every client's metadata cache; a new mount does both.

@@ -461,6 +461,32 @@ TEST_F(SecurityTest, ShortCircuitLendsOnlyBlocksOfMountsTheCallerMayRead) {
   EXPECT_EQ(r.out, "team-bytes");
   r = probe(group, "/ds/private", "private", "secret.txt");
   EXPECT_THAT(r.out, HasSubstr("PERMISSION_DENIED"));
+
+  // The node metadata cache (STAT) answers by the same rule; what it does
+  // not answer, the caller asks the master, where its token decides.
+  auto stat = [&](const std::string& user, const std::string& path) {
+    return testing::Sh(absl::StrCat(user, SHORT_CIRCUIT_PROBE, " ", sock,
+                                    " stat ", path, " 2>&1"));
+  };
+  r = stat("", "/ds/team/t.txt");
+  EXPECT_THAT(r.out, HasSubstr("10 "));  // Root: "team-bytes" is 10 bytes.
+  r = stat(kNobody, "/ds/public/a.txt");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = stat(kNobody, "/ds/team/t.txt");
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(r.out, HasSubstr("may not read its mount"));
+  r = stat(group, "/ds/team/t.txt");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = stat(kNobody, "/ds/private/secret.txt");
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+  // A mount whose files keep their own modes answers only for files the
+  // caller may read: not whether a path exists.
+  r = stat(kNobody, "/ds/public/none.txt");
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+  r = stat("", "/ds/public/none.txt");
+  EXPECT_THAT(r.out, HasSubstr("NOT_FOUND"));
+  r = stat(kNobody, "/elsewhere/x");
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
 }
 
 // Resources before authentication: 20 callers with no credential each send

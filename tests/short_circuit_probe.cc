@@ -5,6 +5,11 @@
 // block's bytes, or the status code's name and message on a line of its own.
 //
 //   short_circuit_probe SOCKET MOUNT PATH VERSION INDEX BLOCK_SIZE OBJECT_SIZE
+//
+// or asks the node metadata cache (STAT) about a cluster path and prints
+// "size VERSION" or the status:
+//
+//   short_circuit_probe SOCKET stat CLUSTER_PATH
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +19,22 @@
 #include "client/short_circuit_client.h"
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[2]) == "stat") {
+    auto client = larder::ShortCircuitClient::Connect(argv[1]);
+    if (!client.ok()) {
+      std::printf("%s\n", client.status().ToString().c_str());
+      return 1;
+    }
+    auto a = (*client)->Stat(argv[3], 0, 0);
+    if (!a.ok() || !a->status.ok()) {
+      std::printf("%s\n", (a.ok() ? a->status : a.status()).ToString().c_str());
+      return 1;
+    }
+    std::printf("%llu %s\n",
+                static_cast<unsigned long long>(a->response.info().size()),
+                a->response.info().version().c_str());
+    return 0;
+  }
   if (argc != 8) {
     std::fprintf(stderr,
                  "usage: %s SOCKET MOUNT PATH VERSION INDEX BLOCK_SIZE "

@@ -157,6 +157,10 @@ void MasterLink::Loop() {
         st = Register();
       } else if (st.ok()) {
         st = SyncMounts(resp.mounts_version());
+        // A master from before the field sends epoch 0: nothing to follow.
+        if (options_.on_invalidations && resp.metadata_epoch() != 0)
+          options_.on_invalidations(resp.metadata_epoch(),
+                                    resp.invalidation_seq());
       } else {
         registered_ = false;  // Re-register with a full report when it is back.
       }

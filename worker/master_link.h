@@ -17,6 +17,7 @@
 #define LARDER_WORKER_MASTER_LINK_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -51,6 +52,10 @@ class MasterLink {
     // 16,384 keys a request, 55 ms at 262,144, 146 ms at 1M
     // (bench/master_scale_bench --report_keys).
     size_t keys_per_request = 16384;
+    // Called on the link's thread with the master's latest metadata
+    // invalidation (Ring.metadata_epoch, invalidation_seq) after every
+    // heartbeat: the node metadata cache follows it (may be empty).
+    std::function<void(uint64_t epoch, uint64_t seq)> on_invalidations;
   };
   // `store` and `mounts` must outlive the link. Errors: InvalidArgument (a
   // bad master address).

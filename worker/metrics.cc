@@ -101,6 +101,23 @@ WorkerMetrics::WorkerMetrics()
                         .Add({{"tier", "nvme"}})),
       leases(Gauge(*registry_, "larder_worker_short_circuit_leases",
                    "Short-circuit leases held.")
-                 .Add({})) {}
+                 .Add({})),
+      metadata_hits(Counter(*registry_, "larder_worker_metadata_requests_total",
+                            "Stat requests of local clients, by result: "
+                            "hit, miss (asked the master), deferred (left "
+                            "to the master), error.")
+                        .Add({{"result", "hit"}})),
+      metadata_misses(
+          Counter(*registry_, "larder_worker_metadata_requests_total", "")
+              .Add({{"result", "miss"}})),
+      metadata_deferred(
+          Counter(*registry_, "larder_worker_metadata_requests_total", "")
+              .Add({{"result", "deferred"}})),
+      metadata_errors(
+          Counter(*registry_, "larder_worker_metadata_requests_total", "")
+              .Add({{"result", "error"}})),
+      metadata_entries(Gauge(*registry_, "larder_worker_metadata_entries",
+                             "Entries in the node metadata cache.")
+                           .Add({})) {}
 
 }  // namespace larder

@@ -62,6 +62,15 @@ class WorkerMetrics {
   prometheus::Gauge& nvme_used;
   prometheus::Gauge& nvme_capacity;
   prometheus::Gauge& leases;
+  // The node metadata cache (short-circuit STAT): answers from the cache,
+  // answers that asked the master (once per path however many asked at
+  // once), requests left to the master (paths or callers it does not
+  // answer for), and failures.
+  prometheus::Counter& metadata_hits;
+  prometheus::Counter& metadata_misses;
+  prometheus::Counter& metadata_deferred;
+  prometheus::Counter& metadata_errors;
+  prometheus::Gauge& metadata_entries;
 };
 
 }  // namespace larder

@@ -31,13 +31,15 @@ absl::Status MountTable::Add(const v1::MountEntry& entry,
                              std::shared_ptr<UnderStore> store) {
   const MountAccess access = MountAccessOf(entry);
   return AddOpened(entry.path(), entry.uri(), std::move(store),
-                   entry.block_size(), entry.credentials(), access);
+                   entry.block_size(), entry.credentials(), access,
+                   absl::Milliseconds(entry.metadata_ttl_ms()));
 }
 
 absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
                                    std::shared_ptr<UnderStore> store,
                                    uint64_t block_size, std::string credentials,
-                                   MountAccess access) {
+                                   MountAccess access,
+                                   absl::Duration metadata_ttl) {
   // A flag-defined mount has a plain name; a master-defined one is a cluster
   // path ("/datasets/imagenet").
   if (name.empty() || (name.find('/') != std::string::npos && name[0] != '/')) {
@@ -51,9 +53,34 @@ absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
                                                    name, "' (4 KiB to 1 GiB)"));
   }
   absl::MutexLock lock(&mu_);
-  mounts_[name] = Mount{name,       std::move(uri),   std::move(credentials),
-                        block_size, std::move(store), access};
+  mounts_[name] = Mount{name,        std::move(uri),   std::move(credentials),
+                        block_size,  std::move(store), access,
+                        metadata_ttl};
   return absl::OkStatus();
+}
+
+absl::StatusOr<Mount> MountTable::GetCovering(absl::string_view path) const {
+  absl::StatusOr<Mount> m = FindCovering(path);
+  if (m.ok() || path.empty() || path[0] != '/') return m;
+  std::function<void()> hook;
+  {
+    absl::MutexLock lock(&mu_);
+    hook = miss_hook_;
+  }
+  if (!hook) return m;
+  hook();
+  return FindCovering(path);
+}
+
+absl::StatusOr<Mount> MountTable::FindCovering(absl::string_view path) const {
+  if (path.empty() || path[0] != '/')
+    return absl::NotFoundError(absl::StrCat("'", path, "' is no cluster path"));
+  absl::MutexLock lock(&mu_);
+  for (absl::string_view p = path; p.size() > 1;) {
+    if (auto it = mounts_.find(p); it != mounts_.end()) return it->second;
+    p = p.substr(0, p.rfind('/'));
+  }
+  return absl::NotFoundError(absl::StrCat("no mount holds '", path, "'"));
 }
 
 absl::StatusOr<Mount> MountTable::Find(absl::string_view name) const {

@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/block_key.h"
 #include "common/security.h"
 #include "proto/master.pb.h"
@@ -36,6 +37,9 @@ struct Mount {
   // Who may read it through this worker's short-circuit socket (the
   // master's mounts: their owner, group and mode; --mount flags: anyone).
   MountAccess access;
+  // The master's mounts: how long their metadata may be kept (the node
+  // metadata cache's TTL). Zero for --mount flags (not cached).
+  absl::Duration metadata_ttl = absl::ZeroDuration();
 };
 
 class MountTable {
@@ -69,6 +73,11 @@ class MountTable {
   // Get without the miss hook (for the hook's own caller).
   absl::StatusOr<Mount> Find(absl::string_view name) const;
 
+  // The master's mount holding cluster path `path` ("/a/b/c": the mount
+  // "/a/b" or "/a"; mount paths do not nest); a miss calls the miss hook,
+  // as Get does. Errors: NotFound.
+  absl::StatusOr<Mount> GetCovering(absl::string_view path) const;
+
   // Installs the miss hook; it must be callable from any thread.
   void SetMissHook(std::function<void()> hook);
   std::vector<Mount> List() const;
@@ -83,9 +92,11 @@ class MountTable {
                             const UnderStoreOptions& options);
 
  private:
+  absl::StatusOr<Mount> FindCovering(absl::string_view path) const;
   absl::Status AddOpened(const std::string& name, std::string uri,
                          std::shared_ptr<UnderStore> store, uint64_t block_size,
-                         std::string credentials = "", MountAccess access = {});
+                         std::string credentials = "", MountAccess access = {},
+                         absl::Duration metadata_ttl = absl::ZeroDuration());
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);

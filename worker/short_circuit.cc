@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,9 +21,9 @@ namespace larder {
 
 absl::StatusOr<std::unique_ptr<ShortCircuitServer>> ShortCircuitServer::Start(
     Options options, BlockStore* store, const MountTable* mounts,
-    WorkerMetrics* metrics) {
-  std::unique_ptr<ShortCircuitServer> s(
-      new ShortCircuitServer(std::move(options), store, mounts, metrics));
+    WorkerMetrics* metrics, MetadataService* metadata) {
+  std::unique_ptr<ShortCircuitServer> s(new ShortCircuitServer(
+      std::move(options), store, mounts, metrics, metadata));
   s->allowed_gids_ = s->options_.allowed_gids;
   if (s->allowed_gids_.empty()) s->allowed_gids_.push_back(::getegid());
   LARDER_ASSIGN_OR_RETURN(
@@ -132,6 +133,27 @@ absl::Duration ShortCircuitServer::LeaseDuration(
       absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
 }
 
+void ShortCircuitServer::Stat(const Caller& peer,
+                              const v1::ShortCircuitRequest& req,
+                              v1::ShortCircuitResponse* resp) {
+  absl::StatusOr<MetadataService::Answer> a =
+      metadata_ == nullptr
+          ? absl::FailedPreconditionError(
+                "this worker keeps no node metadata cache (no master)")
+          : metadata_->Stat(peer, req.path(), req.metadata_epoch(),
+                            req.invalidation_seq());
+  if (!a.ok()) {
+    resp->set_code(static_cast<int>(a.status().code()));
+    resp->set_message(RedactSecrets(a.status().message()));
+    return;
+  }
+  resp->set_code(static_cast<int>(a->stat->status.code()));
+  resp->set_message(std::string(a->stat->status.message()));
+  if (a->stat->status.ok()) *resp->mutable_stat() = a->stat->response;
+  resp->set_ttl_ms(static_cast<uint32_t>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(a->ttl), 0, int64_t{24} * 3600 * 1000)));
+}
+
 void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
   // A local reader: its mounts' and files' modes decide, as for the FUSE
   // view (an admin token is not presented on this socket).
@@ -169,6 +191,8 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
         }
       }
       continue;
+    } else if (req.op() == v1::ShortCircuitRequest::STAT) {
+      Stat(peer, req, &resp);
     } else if (req.op() == v1::ShortCircuitRequest::EXPORT) {
       // An export is a lease like OPEN's: it ends at RELEASE, when the
       // connection closes, or when its duration runs out.

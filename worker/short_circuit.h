@@ -22,6 +22,9 @@
 // lease runs out (the fd stays valid after that; the blocks become
 // evictable).
 //
+// STAT answers metadata from the node's metadata cache (MetadataService),
+// when the worker has one.
+//
 // Every block is lent only to a caller who may read its mount, decided as
 // the FUSE view decides it (MayReadMount). One thread per connection
 // (clients keep one connection per process or per loader thread), at most
@@ -44,6 +47,7 @@
 #include "common/security.h"
 #include "proto/worker.pb.h"
 #include "worker/block_store.h"
+#include "worker/metadata_service.h"
 #include "worker/mount_table.h"
 
 namespace larder {
@@ -72,20 +76,26 @@ class ShortCircuitServer {
   // Blocks are lent only to callers who may read their mount (MayReadMount
   // with the peer's SO_PEERCRED/SO_PEERGROUPS and the mount's owner, group
   // and mode from `mounts`); others get PERMISSION_DENIED for that block.
-  // `store`, `mounts` and `metrics` must outlive the server.
+  // `store`, `mounts`, `metrics` and `metadata` (null: STAT is left to the
+  // master) must outlive the server.
   static absl::StatusOr<std::unique_ptr<ShortCircuitServer>> Start(
       Options options, BlockStore* store, const MountTable* mounts,
-      WorkerMetrics* metrics);
+      WorkerMetrics* metrics, MetadataService* metadata = nullptr);
   ~ShortCircuitServer();
   void Stop();
 
  private:
   ShortCircuitServer(Options options, BlockStore* store,
-                     const MountTable* mounts, WorkerMetrics* metrics)
+                     const MountTable* mounts, WorkerMetrics* metrics,
+                     MetadataService* metadata)
       : options_(std::move(options)),
         store_(store),
         mounts_(mounts),
-        metrics_(metrics) {}
+        metrics_(metrics),
+        metadata_(metadata) {}
+  // Answers a STAT request into `resp`.
+  void Stat(const Caller& peer, const v1::ShortCircuitRequest& req,
+            v1::ShortCircuitResponse* resp);
   void AcceptLoop();
   // Whether `peer` may use the socket at all.
   bool PeerAllowed(const PeerCredentials& peer) const;
@@ -102,6 +112,7 @@ class ShortCircuitServer {
   BlockStore* const store_;
   const MountTable* const mounts_;
   WorkerMetrics* const metrics_;
+  MetadataService* const metadata_;
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;

@@ -94,6 +94,14 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot serve gRPC on ", w->options_.listen));
   }
+  if (!w->options_.master.empty()) {
+    LARDER_ASSIGN_OR_RETURN(
+        w->metadata_,
+        MetadataService::Create({.master = w->options_.master,
+                                 .channels = channels,
+                                 .cache = w->options_.metadata_cache},
+                                w->mounts_.get(), &w->metrics_));
+  }
   if (!w->options_.short_circuit_socket.empty()) {
     LARDER_ASSIGN_OR_RETURN(
         w->short_circuit_,
@@ -101,7 +109,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
             {.socket_path = w->options_.short_circuit_socket,
              .allowed_uids = w->options_.short_circuit_allowed_uids,
              .allowed_gids = w->options_.short_circuit_allowed_gids},
-            w->store_.get(), w->mounts_.get(), &w->metrics_));
+            w->store_.get(), w->mounts_.get(), &w->metrics_,
+            w->metadata_.get()));
   }
   if (!w->options_.ops_listen.empty()) {
     OpsServer::Options ops;
@@ -138,6 +147,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     link.store_options = w->options_.store_options;
     link.ring_version = &w->ring_version_;
     link.channels = channels;
+    link.on_invalidations = [m = w->metadata_.get()](uint64_t epoch,
+                                                     uint64_t seq) {
+      m->Follow(epoch, seq);
+    };
     LARDER_ASSIGN_OR_RETURN(
         w->master_link_,
         MasterLink::Start(std::move(link), w->store_.get(), w->mounts_.get()));

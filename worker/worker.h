@@ -26,6 +26,7 @@
 #include "worker/block_store.h"
 #include "worker/data_service.h"
 #include "worker/master_link.h"
+#include "worker/metadata_service.h"
 #include "worker/metrics.h"
 #include "worker/mount_table.h"
 #include "worker/short_circuit.h"
@@ -56,6 +57,9 @@ struct WorkerOptions {
   std::string id;
   std::string node;
   std::string advertise;
+  // The node metadata cache (with a master): served to local clients on
+  // the short-circuit socket.
+  MetadataCacheOptions metadata_cache;
   // Options for under-stores of mounts received from the master.
   UnderStoreOptions store_options;
   // TLS and authentication of the gRPC port and of the link to the master.
@@ -95,6 +99,7 @@ class Worker {
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<DataService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetadataService> metadata_;  // With a master.
   std::unique_ptr<ShortCircuitServer> short_circuit_;
   std::unique_ptr<OpsServer> ops_;
   std::unique_ptr<MasterLink> master_link_;

@@ -146,11 +146,14 @@ struct ClientStats {
   uint64_t blocks_under_store = 0;  // Fallback reads.
   uint64_t failovers = 0;  // A worker failed and the next one was tried.
   uint64_t ring_refreshes = 0;
-  // The node's metadata cache: lookups answered from it, sent to the master,
-  // answered from an expired entry because the master or under-store could
-  // not be reached; entries and bytes held; dropped by the bounds; dropped
-  // by invalidations (`larder invalidate`, mount changes, a new master).
+  // The process's metadata cache: lookups answered from it, answered by
+  // the node metadata cache (the local worker's, shared by every process on
+  // the node), sent to the master, answered from an expired entry because
+  // the master or under-store could not be reached; entries and bytes held;
+  // dropped by the bounds; dropped by invalidations (`larder invalidate`,
+  // mount changes, a new master).
   uint64_t metadata_hits = 0;
+  uint64_t metadata_node_hits = 0;
   uint64_t metadata_misses = 0;
   uint64_t metadata_stale_served = 0;
   uint64_t metadata_entries = 0;

@@ -1,0 +1,193 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/metadata_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "proto/master.grpc.pb.h"
+#include "understore/uri.h"
+
+namespace larder {
+
+absl::StatusOr<std::unique_ptr<MetadataService>> MetadataService::Create(
+    Options options, const MountTable* mounts, WorkerMetrics* metrics) {
+  LARDER_ASSIGN_OR_RETURN(
+      std::unique_ptr<MasterConnection> master,
+      MasterConnection::Create(options.master, options.channels));
+  return std::unique_ptr<MetadataService>(new MetadataService(
+      std::move(options), std::move(master), mounts, metrics));
+}
+
+absl::StatusOr<MetadataService::Answer> MetadataService::Stat(
+    const Caller& caller, absl::string_view path, uint64_t epoch,
+    uint64_t seq) {
+  auto defer = [&](absl::string_view why) {
+    metrics_->metadata_deferred.Increment();
+    return absl::FailedPreconditionError(
+        absl::StrCat("not answered by the node metadata cache: ", why));
+  };
+  LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
+  absl::StatusOr<Mount> m = mounts_->GetCovering(key);
+  if (!m.ok()) return defer("no mount of this worker holds it");
+  if (m->metadata_ttl <= absl::ZeroDuration())
+    return defer("its mount keeps no metadata");
+  const BlockId id{.mount = m->name,
+                   .path = key.size() > m->name.size()
+                               ? key.substr(m->name.size() + 1)
+                               : std::string()};
+  // A mount whose files keep their own modes is decided per file, which
+  // needs the answer (only files are answered); other mounts before it.
+  const bool per_file = m->access.per_file && caller.role != Role::kAdmin &&
+                        caller.local && caller.local->uid != 0;
+  if (!per_file && !mounts_->MayRead(caller, id).ok())
+    return defer("the caller may not read its mount");
+
+  if (Behind(epoch, seq)) {
+    if (absl::Status st = CatchUp(); !st.ok()) {
+      metrics_->metadata_errors.Increment();
+      return st;
+    }
+  }
+  absl::StatusOr<Answer> answer;
+  if (std::optional<NodeMetadataCache::Found<NodeMetadataCache::Stat>> f =
+          cache_.GetStat(key);
+      f && f->expires > absl::Now()) {
+    metrics_->metadata_hits.Increment();
+    answer = Answer{f->value, f->expires - absl::Now()};
+  } else {
+    answer = Fetch(key, m->metadata_ttl);
+    if (!answer.ok()) {
+      metrics_->metadata_errors.Increment();
+      return answer.status();
+    }
+  }
+  if (per_file) {
+    const NodeMetadataCache::Stat& s = *answer->stat;
+    if (!s.status.ok() || s.response.info().is_dir())
+      return defer("its mount decides per file, and it is no file");
+    if (!mounts_->MayRead(caller, id).ok())
+      return defer("the caller may not read it");
+  }
+  return answer;
+}
+
+absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
+    const std::string& key, absl::Duration ttl) {
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    // A flight that ended since the caller's lookup kept its answer (under
+    // mu_): asking the master again would be a second Stat.
+    if (std::optional<NodeMetadataCache::Found<NodeMetadataCache::Stat>> f =
+            cache_.GetStat(key);
+        f && f->expires > absl::Now()) {
+      metrics_->metadata_hits.Increment();
+      return Answer{f->value, f->expires - absl::Now()};
+    }
+    std::shared_ptr<Flight>& slot = flights_[key];
+    if (slot == nullptr) {
+      slot = std::make_shared<Flight>();
+      leader = true;
+    }
+    flight = slot;
+    generation = generation_;
+  }
+  if (!leader) {
+    // The leader's call has a deadline: the wait is bounded by it.
+    flight->done.WaitForNotification();
+    metrics_->metadata_hits.Increment();
+    LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const NodeMetadataCache::Stat> s,
+                            flight->result);
+    return Answer{std::move(s), flight->expires - absl::Now()};
+  }
+  metrics_->metadata_misses.Increment();
+  v1::StatRequest req;
+  req.set_path(key);
+  v1::StatResponse resp;
+  const absl::Status st = FromGrpcStatus(
+      master_->Call(&v1::Master::Stub::Stat, req, &resp, options_.rpc_timeout));
+  const absl::Time now = absl::Now();
+  flight->expires = now + ttl;
+  if (st.ok() || st.code() == absl::StatusCode::kNotFound) {
+    // NotFound is an answer too: kept, negative.
+    flight->result =
+        std::make_shared<const NodeMetadataCache::Stat>(NodeMetadataCache::Stat{
+            st, st.ok() ? std::move(resp) : v1::StatResponse()});
+  } else {
+    flight->result = st;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    // An invalidation applied while the master answered may have dropped
+    // this very path: the answer is served, not kept.
+    if (flight->result.ok() && generation == generation_)
+      cache_.PutStat(key, **flight->result, flight->expires);
+    flights_.erase(key);
+  }
+  flight->done.Notify();
+  metrics_->metadata_entries.Set(
+      static_cast<double>(cache_.counters().entries));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const NodeMetadataCache::Stat> s,
+                          flight->result);
+  return Answer{std::move(s), ttl};
+}
+
+bool MetadataService::Behind(uint64_t epoch, uint64_t seq) const {
+  if (epoch == 0) return false;
+  absl::MutexLock lock(&mu_);
+  return epoch != epoch_ || seq > seq_;
+}
+
+void MetadataService::Follow(uint64_t epoch, uint64_t seq) {
+  if (!Behind(epoch, seq)) return;
+  if (absl::Status st = CatchUp(); !st.ok()) {
+    LARDER_LOG(WARNING, "worker.metadata_invalidations")
+        .Field("master", master_->addresses())
+        .Field("status", st);
+  }
+}
+
+absl::Status MetadataService::CatchUp() {
+  absl::MutexLock sync(&sync_mu_);
+  v1::GetInvalidationsRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    req.set_epoch(epoch_);
+    req.set_after_seq(seq_);
+  }
+  v1::GetInvalidationsResponse resp;
+  LARDER_RETURN_IF_ERROR(FromGrpcStatus(master_->Call(
+      &v1::Master::Stub::GetInvalidations, req, &resp, absl::Seconds(10))));
+  uint64_t dropped = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    // Nothing new.
+    if (resp.epoch() == epoch_ && resp.seq() <= seq_) return absl::OkStatus();
+    if (resp.reset()) {
+      dropped = cache_.counters().entries;
+      cache_.Clear();
+    } else {
+      for (const std::string& p : resp.paths()) {
+        if (absl::StatusOr<std::string> key = NormalizeClusterPath(p); key.ok())
+          dropped += cache_.Invalidate(*key);
+      }
+    }
+    epoch_ = resp.epoch();
+    seq_ = resp.seq();
+    ++generation_;
+  }
+  metrics_->metadata_entries.Set(
+      static_cast<double>(cache_.counters().entries));
+  LARDER_LOG(INFO, "worker.metadata_invalidated")
+      .Field("paths", resp.paths_size())
+      .Field("all", resp.reset())
+      .Field("dropped", dropped);
+  return absl::OkStatus();
+}
+
+}  // namespace larder

@@ -1,0 +1,121 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: metadata_service.h
+// -----------------------------------------------------------------------------
+//
+// The node's metadata cache, held by the node's worker and served to every
+// client process on the node over the short-circuit socket (STAT). A client
+// process keeps its own cache too, but a new process (a DataLoader worker
+// of a new epoch, a CLI call, a preprocessing job) starts empty: asking the
+// local worker costs a few microseconds, and the master then sees at most
+// one Stat per path per node per TTL however many processes ask.
+//
+//   - A miss asks the master once, however many clients ask at the same
+//     time (single flight), and keeps the answer, NotFound included, for
+//     the mount's metadata TTL; the client keeps it for what is left of it.
+//   - Invalidations are followed once per node: the master's latest
+//     (epoch, seq) arrives with every heartbeat, and a client that has
+//     heard of a later one than the worker makes the worker catch up before
+//     it answers (so a client never gets back what it has just dropped).
+//   - Only paths in the master's mounts that the caller may read, decided
+//     as for its reads (MountTable::MayRead), are answered; the rest is
+//     left to the master (FailedPrecondition), which decides by token.
+//
+// Thread-safe.
+#ifndef LARDER_WORKER_METADATA_SERVICE_H_
+#define LARDER_WORKER_METADATA_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "client/metadata_cache.h"
+#include "common/master_connection.h"
+#include "common/security.h"
+#include "worker/metrics.h"
+#include "worker/mount_table.h"
+
+namespace larder {
+
+class MetadataService {
+ public:
+  struct Options {
+    std::string master;  // host:port, or several (HA).
+    std::shared_ptr<const ChannelFactory> channels;
+    MetadataCacheOptions cache;
+    absl::Duration rpc_timeout = absl::Seconds(30);
+  };
+
+  // An answer and how much longer it is fresh.
+  struct Answer {
+    std::shared_ptr<const NodeMetadataCache::Stat> stat;
+    absl::Duration ttl;
+  };
+
+  // `mounts` and `metrics` must outlive the service. Errors: InvalidArgument
+  // (a bad master address). Nothing is contacted here.
+  static absl::StatusOr<std::unique_ptr<MetadataService>> Create(
+      Options options, const MountTable* mounts, WorkerMetrics* metrics);
+
+  // The Stat of cluster path `path` for `caller`, who has heard of the
+  // master's invalidations up to (`epoch`, `seq`) (0, 0: none). Errors:
+  // FailedPrecondition (not answered here: ask the master), InvalidArgument
+  // (a malformed path), Unavailable and others (the master's).
+  absl::StatusOr<Answer> Stat(const Caller& caller, absl::string_view path,
+                              uint64_t epoch, uint64_t seq);
+
+  // The master's latest invalidation, as a heartbeat reported it: drops
+  // what it invalidated since the last one applied.
+  void Follow(uint64_t epoch, uint64_t seq);
+
+  NodeMetadataCache::Counters counters() const { return cache_.counters(); }
+
+ private:
+  struct Flight {
+    absl::Notification done;
+    absl::StatusOr<std::shared_ptr<const NodeMetadataCache::Stat>> result;
+    absl::Time expires;
+  };
+
+  MetadataService(Options options, std::unique_ptr<MasterConnection> master,
+                  const MountTable* mounts, WorkerMetrics* metrics)
+      : options_(std::move(options)),
+        master_(std::move(master)),
+        mounts_(mounts),
+        metrics_(metrics),
+        cache_(options_.cache) {}
+
+  // Whether (epoch, seq) is later than what has been applied.
+  bool Behind(uint64_t epoch, uint64_t seq) const;
+  // Fetches and applies the invalidations after those applied.
+  absl::Status CatchUp() ABSL_LOCKS_EXCLUDED(sync_mu_);
+  // `key` from the master (single flight), kept until `ttl` from now.
+  absl::StatusOr<Answer> Fetch(const std::string& key, absl::Duration ttl);
+
+  const Options options_;
+  const std::unique_ptr<MasterConnection> master_;
+  const MountTable* const mounts_;
+  WorkerMetrics* const metrics_;
+  NodeMetadataCache cache_;
+
+  // Invalidations applied: the master's epoch and seq. `generation_` counts
+  // applications, so an answer fetched across one is served but not kept.
+  mutable absl::Mutex mu_;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, std::shared_ptr<Flight>> flights_
+      ABSL_GUARDED_BY(mu_);
+  absl::Mutex sync_mu_;  // One catch-up at a time.
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_METADATA_SERVICE_H_
