@@ -4,6 +4,8 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import subprocess
+import sys
 import threading
 import time
 
@@ -215,6 +217,73 @@ def test_object_replaced_while_open_raises_object_changed(cluster, client, datas
         time.sleep(0.05)
     assert client.read("/ds/replaced.bin") == b"b" * 6000
     os.unlink(path)
+
+
+NODE_CHILD = r"""
+import sys, larder
+c = larder.Client(sys.argv[1])
+paths = sys.argv[2:]
+sys.stdout.write("ready\n"); sys.stdout.flush()
+for _ in sys.stdin:
+    out = []
+    for p in paths:
+        try:
+            out.append("%d" % c.stat(p).size)
+        except larder.NotFoundError:
+            out.append("missing")
+    sys.stdout.write(" ".join(out) + "\n"); sys.stdout.flush()
+"""
+
+
+def test_processes_on_a_node_share_one_metadata_cache(cluster, dataset):
+    """Processes on a node, none forked from another (each starts with an
+    empty metadata cache), stat the same files: the master answers one Stat
+    per file in all, the node's worker the rest. `larder invalidate` reaches
+    every process, and one that starts after it never sees the old answer."""
+    d = os.path.join(dataset[0], "fanout")
+    os.makedirs(d, exist_ok=True)
+    for i in range(50):
+        with open(os.path.join(d, "f%02d" % i), "wb") as f:
+            f.write(b"x" * (i + 1))
+    cluster.mount("/fanout", "file://" + d)
+    paths = ["/fanout/f%02d" % i for i in range(50)] + ["/fanout/none"]
+    want = ["%d" % (i + 1) for i in range(50)] + ["missing"]
+
+    def spawn():
+        p = subprocess.Popen([sys.executable, "-c", NODE_CHILD, cluster.master] + paths,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        return p
+
+    def ask(p):
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        return p.stdout.readline().split()
+
+    stat = 'larder_master_rpcs_total{method="Stat"}'
+    procs = [spawn() for _ in range(8)]
+    try:
+        before = cluster.master_metric(stat)
+        for p in procs:
+            assert ask(p) == want
+        assert cluster.master_metric(stat) - before == len(paths)
+
+        with open(os.path.join(d, "f00.tmp"), "wb") as f:
+            f.write(b"y" * 500)
+        os.rename(os.path.join(d, "f00.tmp"), os.path.join(d, "f00"))
+        cluster.run("invalidate", "/fanout/f00")
+        late = spawn()
+        procs.append(late)
+        assert ask(late)[0] == "500"
+        for p in procs:
+            deadline = time.monotonic() + 10
+            while ask(p)[0] != "500":
+                assert time.monotonic() < deadline, "a process kept the old answer"
+                time.sleep(0.05)
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait(30)
 
 
 def _open_when_seen(client, path):
