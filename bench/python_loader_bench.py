@@ -18,6 +18,8 @@ a local directory as under-store). Prints one table.
             and the same files as a dataset of bare paths (each read looks its
             file up); with the master's RPCs per epoch (larder_master_rpcs_total,
             all methods, and Stat alone) and the rate against row 3.
+  row 10    the page cache's Dataset with the default DataLoader: what new
+            worker processes every epoch cost by themselves (against row 1).
 
   PYTHONPATH=build/python bench/python_loader_bench.py [--files 5000] [--size 102400]
       [--workers 4] [--rounds 5] [--shard_mib 1024] [--dir /tmp/larder-pybench]
@@ -138,7 +140,8 @@ def main():
                        make_loader(FileDataset(fpaths), args.workers),
                        make_loader(ds, args.workers),
                        make_loader(ds, args.workers, persistent=False),
-                       make_loader(by_path, args.workers, persistent=False)]
+                       make_loader(by_path, args.workers, persistent=False),
+                       make_loader(FileDataset(paths), args.workers, persistent=False)]
             rates = [[] for _ in loaders]
             rpcs = [[] for _ in loaders]
             stats = [[] for _ in loaders]
@@ -155,7 +158,8 @@ def main():
                         rates[k].append(rate)
                         rpcs[k].append(c.master_metric(all_rpcs) - before)
                         stats[k].append(c.master_metric(stat_rpcs) - stat_before)
-            local, fz, lar, fresh, fresh_paths = (statistics.median(x) for x in rates)
+            local, fz, lar, fresh, fresh_paths, fresh_local = (statistics.median(x)
+                                                               for x in rates)
             del loaders
         finally:
             fuse.terminate()
@@ -216,6 +220,10 @@ def main():
                          "%.2f; %.2f of persistent; master RPCs/epoch %d (Stat %d)"
                          % (rate / local, rate / lar, statistics.median(all_n),
                             statistics.median(stat_n))))
+        # What starting new worker processes every epoch costs by itself.
+        rows.append(("default DataLoader, page cache", "%.0f samples/s" % fresh_local,
+                     "%.2f: new worker processes every epoch, no Larder"
+                     % (fresh_local / local)))
 
     shutil.rmtree(args.dir, ignore_errors=True)
     print("python_loader_bench: %d x %d KiB files, DataLoader(num_workers=%d, batch_size=64), "

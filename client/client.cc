@@ -272,12 +272,15 @@ class ClientImpl final : public Client {
           auto listing = std::make_shared<NodeMetadataCache::Listing>();
           size_t bytes = 0;
           std::string token;
+          // Fresh as long as its stalest page.
+          absl::Duration ttl = TtlOf(key);
           do {
-            LARDER_ASSIGN_OR_RETURN(ListResult page,
-                                    List(key, token, 1000, false));
-            for (FileInfo& e : page.entries) {
-              bytes += NodeMetadataCache::EntryBytes(e);
-              listing->push_back(std::move(e));
+            LARDER_ASSIGN_OR_RETURN(v1::ListResponse page,
+                                    ListRpc(key, token, 1000, false));
+            ttl = FreshFor(ttl, page.ttl_remaining_ms());
+            for (const v1::ObjectInfo& e : page.entries()) {
+              listing->push_back(FromProto(e));
+              bytes += NodeMetadataCache::EntryBytes(listing->back());
             }
             if (bytes > meta_->ListingLimitBytes()) {
               return absl::ResourceExhaustedError(absl::StrCat(
@@ -285,13 +288,13 @@ class ClientImpl final : public Client {
                   "takes (", meta_->ListingLimitBytes(),
                   " bytes); page it with List"));
             }
-            token = std::move(page.next_page_token);
+            token = page.next_page_token();
           } while (!token.empty());
           std::sort(listing->begin(), listing->end(),
                     [](const FileInfo& a, const FileInfo& b) {
                       return a.path < b.path;
                     });
-          meta_->PutListing(key, listing, now + TtlOf(key));
+          meta_->PutListing(key, listing, now + ttl);
           return listing;
         });
   }
@@ -299,6 +302,17 @@ class ClientImpl final : public Client {
   absl::StatusOr<ListResult> List(absl::string_view path,
                                   absl::string_view page_token, int page_size,
                                   bool recursive) override {
+    LARDER_ASSIGN_OR_RETURN(v1::ListResponse resp,
+                            ListRpc(path, page_token, page_size, recursive));
+    ListResult out;
+    for (const auto& e : resp.entries()) out.entries.push_back(FromProto(e));
+    out.next_page_token = resp.next_page_token();
+    return out;
+  }
+
+  absl::StatusOr<v1::ListResponse> ListRpc(absl::string_view path,
+                                           absl::string_view page_token,
+                                           int page_size, bool recursive) {
     v1::ListRequest req;
     req.set_path(std::string(path));
     req.set_page_token(std::string(page_token));
@@ -308,10 +322,7 @@ class ClientImpl final : public Client {
     LARDER_RETURN_IF_ERROR(MasterError(
         master_->Call(&v1::Master::Stub::List, req, &resp, absl::Seconds(60))));
     NoteRingVersion(resp.ring_version());
-    ListResult out;
-    for (const auto& e : resp.entries()) out.entries.push_back(FromProto(e));
-    out.next_page_token = resp.next_page_token();
-    return out;
+    return resp;
   }
 
   absl::StatusOr<std::unique_ptr<File>> Open(absl::string_view path) override {
@@ -826,9 +837,11 @@ class ClientImpl final : public Client {
               if (!r.ok() && r.status().code() != absl::StatusCode::kNotFound)
                 return r.status();
               // NotFound is an answer too: kept, negative.
+              const absl::Duration ttl =
+                  FreshFor(TtlOf(key), r.ok() ? r->ttl_remaining_ms() : 0);
               NodeMetadataCache::Stat s{
                   r.status(), r.ok() ? *std::move(r) : v1::StatResponse()};
-              meta_->PutStat(key, s, now + TtlOf(key));
+              meta_->PutStat(key, s, now + ttl);
               return std::make_shared<const NodeMetadataCache::Stat>(
                   std::move(s));
             }));
@@ -947,6 +960,17 @@ class ClientImpl final : public Client {
   absl::Duration TtlOf(const std::string& key) {
     std::optional<v1::MountEntry> m = MountOf(key);
     return m ? absl::Milliseconds(m->metadata_ttl_ms()) : absl::Seconds(5);
+  }
+
+  // An answer that the master had cached already is fresh for what was
+  // left of its TTL there (`remaining_ms`; 0: not said), not a whole TTL
+  // again: a replaced object is seen within one TTL.
+  static absl::Duration FreshFor(absl::Duration ttl, uint64_t remaining_ms) {
+    return remaining_ms == 0
+               ? ttl
+               : std::min(ttl, absl::Milliseconds(
+                                   static_cast<int64_t>(std::min<uint64_t>(
+                                       remaining_ms, uint64_t{1} << 40))));
   }
 
   // After the master failed to answer, expired entries are served without

@@ -104,6 +104,8 @@ uint64_t Membership::Register(const v1::WorkerInfo& info,
     w->held = index_.Add(w->holder, blocks);
     AddReported(*w, std::move(blocks));
   }
+  // Read before mu_: the index has locks of its own.
+  const bool anything_cached = index_.replicas() != 0;
   absl::MutexLock lock(&mu_);
   const bool changed = !w->alive || w->info.address() != info.address() ||
                        w->info.capacity_bytes() != info.capacity_bytes();
@@ -113,7 +115,7 @@ uint64_t Membership::Register(const v1::WorkerInfo& info,
   w->alive = true;
   w->report_pending = false;
   if (changed) {
-    RingChanged();
+    RingChanged(anything_cached);
     LARDER_LOG(INFO, "membership.join")
         .Field("worker", info.id())
         .Field("address", info.address())
@@ -184,6 +186,7 @@ void Membership::Restore(const v1::Ring& ring, absl::Time now) {
 std::vector<std::string> Membership::Expire(absl::Time now) {
   std::vector<Worker*> gone;
   std::vector<std::string> ids;
+  const bool anything_cached = index_.replicas() != 0;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& w : workers_) {
@@ -194,7 +197,7 @@ std::vector<std::string> Membership::Expire(absl::Time now) {
       }
     }
     if (gone.empty()) return ids;
-    RingChanged();
+    RingChanged(anything_cached);
     for (const std::string& id : ids) {
       LARDER_LOG(WARNING, "membership.leave")
           .Field("worker", id)
@@ -214,9 +217,13 @@ std::vector<std::string> Membership::Expire(absl::Time now) {
   return ids;
 }
 
-void Membership::RingChanged() {
+void Membership::RingChanged(bool anything_cached) {
   ++version_;
-  changed_ = absl::Now();
+  // The rebalance window (clients ask where blocks are cached) opens only
+  // when some block is cached somewhere: a change while nothing is (a
+  // cluster starting) strands no block on a worker that no longer owns it,
+  // and costs no client a Locate.
+  if (anything_cached) changed_ = absl::Now();
   ring_lists_stale_ = true;
 }
 

@@ -121,8 +121,11 @@ class Membership {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(w.report_mu);
   // Drops keys of `reported` the index no longer holds for `w`.
   void Compact(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w.report_mu);
-  // The live set changed: a new ring version.
-  void RingChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The live set changed: a new ring version; `anything_cached`: whether the
+  // placement index held any block when the change came (else no rebalance
+  // window opens).
+  void RingChanged(bool anything_cached = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds ring_workers_ and ring_members_ if the live set changed since.
   void BuildRingLists() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -38,6 +38,21 @@ TEST(MembershipTest, JoinHeartbeatExpireRejoin) {
   EXPECT_EQ(m.Register(Info("b"), {}, t0 + absl::Seconds(13)), 4u);
 }
 
+// The rebalance window (Ring.changed_unix_ms) opens only when a change can
+// strand cached blocks: joins while nothing is cached (a starting cluster)
+// leave it shut, a join or a loss once blocks are cached opens it.
+TEST(MembershipTest, ChangesWhileNothingIsCachedOpenNoRebalanceWindow) {
+  Membership m(absl::Seconds(10));
+  m.Register(Info("a"), {}, t0);
+  m.Register(Info("b"), {}, t0);
+  EXPECT_EQ(m.Ring().changed_unix_ms(), 0);
+  EXPECT_EQ(m.Ring().version(), 2u);
+  m.Heartbeat("a", {BlockKey{1, 1}}, {}, t0 + absl::Seconds(1));
+  const absl::Time before = absl::Now();
+  m.Register(Info("c"), {}, t0 + absl::Seconds(1));
+  EXPECT_GE(m.Ring().changed_unix_ms(), absl::ToUnixMillis(before));
+}
+
 TEST(MembershipTest, PlacementFollowsReports) {
   Membership m(absl::Seconds(10));
   BlockKey k1{1, 1}, k2{2, 2}, k3{3, 3};

@@ -35,6 +35,13 @@ std::string Join(const std::string& mount, const std::string& rel) {
 
 }  // namespace
 
+// How long an answer cached until `expires` stays fresh: at least 1 ms
+// (0 on the wire means "not said", from a master before the field).
+static uint64_t RemainingMs(absl::Time expires, absl::Time now) {
+  return static_cast<uint64_t>(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(expires - now)));
+}
+
 absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
   const auto& [mount, rel] = resolved;
@@ -44,7 +51,9 @@ absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
     absl::MutexLock lock(&mu_);
     if (auto it = stats_.find(cluster_path);
         it != stats_.end() && it->second.expires > now) {
-      return it->second.value;
+      v1::StatResponse r = it->second.value;
+      r.set_ttl_remaining_ms(RemainingMs(it->second.expires, now));
+      return r;
     }
     return std::nullopt;
   };
@@ -64,6 +73,7 @@ absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
   stats_[cluster_path] = {resp,
                           now + absl::Milliseconds(mount.metadata_ttl_ms())};
   Inserted(now);
+  resp.set_ttl_remaining_ms(std::max<uint64_t>(1, mount.metadata_ttl_ms()));
   return resp;
 }
 
@@ -155,8 +165,11 @@ absl::StatusOr<v1::ListResponse> MetadataCache::List(
   {
     absl::MutexLock lock(&mu_);
     if (auto it = lists_.find(key);
-        it != lists_.end() && it->second.expires > now)
-      return it->second.value;
+        it != lists_.end() && it->second.expires > now) {
+      v1::ListResponse r = it->second.value;
+      r.set_ttl_remaining_ms(RemainingMs(it->second.expires, now));
+      return r;
+    }
   }
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
   ListOptions o;
@@ -172,6 +185,7 @@ absl::StatusOr<v1::ListResponse> MetadataCache::List(
   absl::MutexLock lock(&mu_);
   lists_[key] = {resp, now + absl::Milliseconds(mount.metadata_ttl_ms())};
   Inserted(now);
+  resp.set_ttl_remaining_ms(std::max<uint64_t>(1, mount.metadata_ttl_ms()));
   return resp;
 }
 

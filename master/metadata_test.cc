@@ -68,6 +68,29 @@ TEST_F(MetadataCacheTest, StatMissesOfOneDirectoryShareOneListing) {
   EXPECT_EQ(cache_->requests().lists, 2u);
 }
 
+// Answers say how long they have left: the whole TTL when just looked up,
+// what is left of it when served from the cache (Stat and List alike).
+TEST_F(MetadataCacheTest, AnswersCarryWhatIsLeftOfTheirTtl) {
+  Write("d/f", "x");
+  Mount(2000);
+  auto first = cache_->Stat("/datasets/ds/d/f");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->ttl_remaining_ms(), 2000u);
+  v1::ListRequest list;
+  list.set_path("/datasets/ds/d");
+  auto page = cache_->List(list);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->ttl_remaining_ms(), 2000u);
+  absl::SleepFor(absl::Milliseconds(500));
+  auto again = cache_->Stat("/datasets/ds/d/f");
+  ASSERT_TRUE(again.ok());
+  EXPECT_LE(again->ttl_remaining_ms(), 1500u);
+  EXPECT_GE(again->ttl_remaining_ms(), 1u);
+  page = cache_->List(list);
+  ASSERT_TRUE(page.ok());
+  EXPECT_LE(page->ttl_remaining_ms(), 1500u);
+}
+
 TEST_F(MetadataCacheTest, ExpiredEntriesAreSwept) {
   // One file per directory: no listings, one entry per Stat.
   constexpr int kFiles = 4200;

@@ -726,6 +726,44 @@ TEST_F(ClusterTest, ProcessesOnANodeShareOneMetadataCache) {
   EXPECT_TRUE(buf == fresh_bytes);
 }
 
+// A cache keeps an answer for what is left of its TTL where it came from,
+// not a whole TTL again: an object replaced on the under-store is seen by
+// every client within one TTL of the master's first look at it, whether the
+// answer went master -> client or master -> node cache -> client.
+TEST_F(ClusterTest, AReplacedObjectIsSeenWithinOneTtlNotTwo) {
+  constexpr int kTtlMs = 4000;
+  ASSERT_TRUE(AddMount("/datasets/age", s3_->Uri("ds"), kTtlMs));
+  const std::string rel = "train/c2/sample-5.bin";
+  const std::string path = "/datasets/age/" + rel;
+  auto first = Connect("elsewhere");  // Fills the master's cache only.
+  ASSERT_TRUE(first);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<FileInfo> old_info = first->Stat(path);
+  ASSERT_TRUE(old_info.ok()) << old_info.status();
+  absl::SleepFor(absl::Milliseconds(kTtlMs * 3 / 4));
+  // Three quarters of the TTL later: a remote client, and a local one whose
+  // miss goes through the node's worker, each look for the first time.
+  auto remote = Connect("elsewhere");
+  auto local = Connect("");
+  ASSERT_TRUE(remote && local);
+  ASSERT_EQ(remote->Stat(path)->version, old_info->version);
+  ASSERT_EQ(local->Stat(path)->version, old_info->version);
+  EXPECT_EQ(local->stats().metadata_node_hits, 1u);
+  const std::string fresh = PatternBytes(files_[rel].size() + 3, 55);
+  ASSERT_TRUE(store_->Put(rel, fresh).ok());
+  for (Client* c : {remote.get(), local.get()}) {
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          absl::StatusOr<FileInfo> s = c->Stat(path);
+          return s.ok() && s->size == fresh.size();
+        },
+        absl::Seconds(15)));
+    // Kept for a whole TTL from its own look, it would be seen only after
+    // t0 + 1.75 TTL (7 s).
+    EXPECT_LT(absl::Now() - t0, absl::Milliseconds(kTtlMs + 1500));
+  }
+}
+
 // `larder mount` of a mount that is there already (a start-up Job on every
 // upgrade) changes nothing: not the table's version, and no invalidation
 // that would drop every client's metadata cache; a new mount does both.

@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "worker/metadata_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +112,13 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
   v1::StatResponse resp;
   const absl::Status st = FromGrpcStatus(
       master_->Call(&v1::Master::Stub::Stat, req, &resp, options_.rpc_timeout));
+  // Fresh for what was left of it in the master's cache, not a whole TTL
+  // again.
+  if (st.ok() && resp.ttl_remaining_ms() != 0) {
+    ttl = std::min(ttl,
+                   absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(
+                       resp.ttl_remaining_ms(), uint64_t{1} << 40))));
+  }
   const absl::Time now = absl::Now();
   flight->expires = now + ttl;
   if (st.ok() || st.code() == absl::StatusCode::kNotFound) {
