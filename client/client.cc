@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/metadata_cache.h"
+#include "client/metadata_view.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/block_key.h"
@@ -65,40 +66,6 @@ UnderStoreOptions FallbackStoreOptions(const ClientOptions& o) {
   UnderStoreOptions u;
   u.allowed_file_roots = o.fallback_file_roots;
   return u;
-}
-
-FileInfo FromProto(const v1::ObjectInfo& o) {
-  FileInfo f{o.path(), o.is_dir(), o.size(), o.version(),
-             absl::FromUnixNanos(o.mtime_ns())};
-  if (o.has_uid()) f.uid = o.uid();
-  if (o.has_gid()) f.gid = o.gid();
-  f.mode = o.mode();
-  f.own_mode = o.own_mode();
-  return f;
-}
-
-void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
-  o->set_path(f.path);
-  o->set_is_dir(f.is_dir);
-  o->set_size(f.size);
-  o->set_version(f.version);
-  o->set_mtime_ns(absl::ToUnixNanos(f.mtime));
-  if (f.uid) o->set_uid(*f.uid);
-  if (f.gid) o->set_gid(*f.gid);
-  o->set_mode(f.mode);
-  o->set_own_mode(f.own_mode);
-}
-
-// The master or its under-store could not be reached: an expired entry may
-// be served instead (stale-if-error).
-bool Unreachable(const absl::Status& s) {
-  return s.code() == absl::StatusCode::kUnavailable ||
-         s.code() == absl::StatusCode::kDeadlineExceeded;
-}
-
-absl::StatusOr<v1::StatResponse> Answer(const NodeMetadataCache::Stat& s) {
-  if (!s.status.ok()) return s.status;
-  return s.response;
 }
 
 }  // namespace
@@ -182,17 +149,20 @@ class FileImpl final : public File {
       0};  // Blocks [.., until) already requested.
 };
 
-class ClientImpl final : public Client {
+class ClientImpl final : public Client, private MetadataView::Backend {
  public:
   ClientImpl(ClientOptions options,
              std::shared_ptr<const ChannelFactory> channels)
       : options_(std::move(options)),
         channels_(std::move(channels)),
-        meta_(options_.warm_start && options_.warm_start->meta
+        view_({.stale_window = options_.metadata_stale_window,
+               .master = options_.master},
+              options_.warm_start && options_.warm_start->meta
                   ? options_.warm_start->meta
                   : std::make_shared<NodeMetadataCache>(
                         MetadataCacheOptions{options_.metadata_cache_entries,
-                                             options_.metadata_cache_bytes})) {
+                                             options_.metadata_cache_bytes}),
+              this) {
     if (options_.node.empty()) {
       char host[256] = {0};
       ::gethostname(host, sizeof(host) - 1);
@@ -225,10 +195,9 @@ class ClientImpl final : public Client {
       // ring is refreshed when ring_refresh has passed since then.
       InstallRing(w->ring);
       InstallMounts(w->mounts);
+      view_.StartFrom(w->inval_epoch, w->inval_seq);
       absl::MutexLock lock(&mu_);
       ring_attempted_ = w->ring_at;
-      inval_epoch_ = w->inval_epoch;
-      inval_seq_ = w->inval_seq;
     } else {
       LARDER_RETURN_IF_ERROR(RefreshRing(/*force=*/true));
       LARDER_RETURN_IF_ERROR(RefreshMounts());
@@ -255,48 +224,7 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> ListDir(
       absl::string_view path) override {
-    LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
-    const absl::Time now = absl::Now();
-    std::optional<NodeMetadataCache::Found<NodeMetadataCache::Listing>> cached =
-        meta_->GetListing(key);
-    if (cached && cached->expires > now) {
-      ++meta_hits_;
-      return cached->value;
-    }
-    ++meta_misses_;
-    using Listing = std::shared_ptr<const NodeMetadataCache::Listing>;
-    return FetchOrStale<Listing>(
-        key, cached ? std::optional<Listing>(cached->value) : std::nullopt,
-        cached ? cached->expires : absl::InfinitePast(), now,
-        [&]() -> absl::StatusOr<Listing> {
-          auto listing = std::make_shared<NodeMetadataCache::Listing>();
-          size_t bytes = 0;
-          std::string token;
-          // Fresh as long as its stalest page.
-          absl::Duration ttl = TtlOf(key);
-          do {
-            LARDER_ASSIGN_OR_RETURN(v1::ListResponse page,
-                                    ListRpc(key, token, 1000, false));
-            ttl = FreshFor(ttl, page.ttl_remaining_ms());
-            for (const v1::ObjectInfo& e : page.entries()) {
-              listing->push_back(FromProto(e));
-              bytes += NodeMetadataCache::EntryBytes(listing->back());
-            }
-            if (bytes > meta_->ListingLimitBytes()) {
-              return absl::ResourceExhaustedError(absl::StrCat(
-                  "directory ", key, " is larger than the metadata cache ",
-                  "takes (", meta_->ListingLimitBytes(),
-                  " bytes); page it with List"));
-            }
-            token = page.next_page_token();
-          } while (!token.empty());
-          std::sort(listing->begin(), listing->end(),
-                    [](const FileInfo& a, const FileInfo& b) {
-                      return a.path < b.path;
-                    });
-          meta_->PutListing(key, listing, now + ttl);
-          return listing;
-        });
+    return view_.ListDir(path);
   }
 
   absl::StatusOr<ListResult> List(absl::string_view path,
@@ -478,8 +406,7 @@ class ClientImpl final : public Client {
 
   void SetInvalidationHook(
       std::function<void(const std::string&)> hook) override {
-    absl::MutexLock lock(&mu_);
-    invalidation_hook_ = std::move(hook);
+    view_.SetInvalidationHook(std::move(hook));
   }
 
   ClientStats stats() const override {
@@ -489,11 +416,12 @@ class ClientImpl final : public Client {
     s.blocks_under_store = under_store_blocks_;
     s.failovers = failovers_;
     s.ring_refreshes = ring_refreshes_;
-    s.metadata_hits = meta_hits_;
-    s.metadata_misses = meta_misses_;
-    s.metadata_node_hits = meta_node_hits_;
-    s.metadata_stale_served = meta_stale_;
-    const NodeMetadataCache::Counters c = meta_->counters();
+    const MetadataView::Counters m = view_.counters();
+    s.metadata_hits = m.hits;
+    s.metadata_misses = m.misses;
+    s.metadata_node_hits = m.node_hits;
+    s.metadata_stale_served = m.stale;
+    const NodeMetadataCache::Counters c = view_.cache()->counters();
     s.metadata_entries = c.entries;
     s.metadata_bytes = c.bytes;
     s.metadata_evictions = c.evictions;
@@ -790,81 +718,44 @@ class ClientImpl final : public Client {
     return st;
   }
 
-  // --- the node's metadata cache -------------------------------------------
+  // --- the metadata view's backend ----------------------------------------
 
-  // Stat through the metadata cache: a fresh entry, or the fresh listing of
-  // the parent directory, answers without an RPC; else the master is asked
-  // and its answer (NotFound included) kept for the mount's TTL. When the
-  // master cannot be reached, an expired answer is served within the stale
-  // window.
   absl::StatusOr<v1::StatResponse> MetaStat(absl::string_view path) {
-    LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
-    const absl::Time now = absl::Now();
-    using Stat = std::shared_ptr<const NodeMetadataCache::Stat>;
-    std::optional<Stat> stale;
-    absl::Time stale_expires = absl::InfinitePast();
-    if (auto f = meta_->GetStat(key)) {
-      if (f->expires > now) {
-        ++meta_hits_;
-        return Answer(*f->value);
-      }
-      stale = f->value;
-      stale_expires = f->expires;
-    }
-    if (key != "/") {
-      if (auto l = meta_->GetListing(ParentClusterPath(key))) {
-        std::optional<NodeMetadataCache::Stat> s = FromListing(key, *l->value);
-        if (s && l->expires > now) {
-          ++meta_hits_;
-          return Answer(*s);
-        }
-        if (s && l->expires > stale_expires) {
-          stale = std::make_shared<const NodeMetadataCache::Stat>(*s);
-          stale_expires = l->expires;
-        }
-      }
-    }
-    LARDER_ASSIGN_OR_RETURN(
-        Stat answer,
-        FetchOrStale<Stat>(
-            key, std::move(stale), stale_expires, now,
-            [&]() -> absl::StatusOr<Stat> {
-              if (std::optional<NodeMetadataCache::Stat> s = AskNode(key))
-                return std::make_shared<const NodeMetadataCache::Stat>(
-                    *std::move(s));
-              ++meta_misses_;
-              absl::StatusOr<v1::StatResponse> r = StatRpc(key);
-              if (!r.ok() && r.status().code() != absl::StatusCode::kNotFound)
-                return r.status();
-              // NotFound is an answer too: kept, negative.
-              const absl::Duration ttl =
-                  FreshFor(TtlOf(key), r.ok() ? r->ttl_remaining_ms() : 0);
-              NodeMetadataCache::Stat s{
-                  r.status(), r.ok() ? *std::move(r) : v1::StatResponse()};
-              meta_->PutStat(key, s, now + ttl);
-              return std::make_shared<const NodeMetadataCache::Stat>(
-                  std::move(s));
-            }));
-    return Answer(*answer);
+    return view_.Stat(path);
   }
 
-  // `key`'s Stat from the node metadata cache, which the local worker keeps
-  // for every process on the node, kept here too for what is left of its
-  // TTL. None (the master is asked) when there is no local worker, when it
-  // does not answer for `key` or this process, or when it fails. Only paths
-  // in the mounts this client was given are asked for: the master's answer
-  // to GetMounts already applied the token's scope, and the worker's
-  // answer applies the mount's owner and mode to this process.
-  std::optional<NodeMetadataCache::Stat> AskNode(const std::string& key) {
-    if (node_stat_unsupported_.load(std::memory_order_relaxed) || !MountOf(key))
+  absl::StatusOr<v1::StatResponse> MasterStat(
+      const std::string& path) override {
+    return StatRpc(path);
+  }
+
+  absl::StatusOr<v1::ListResponse> MasterList(
+      const std::string& path, const std::string& page_token) override {
+    return ListRpc(path, page_token, 1000, false);
+  }
+
+  absl::StatusOr<v1::GetInvalidationsResponse> MasterInvalidations(
+      uint64_t epoch, uint64_t after_seq) override {
+    v1::GetInvalidationsRequest req;
+    req.set_epoch(epoch);
+    req.set_after_seq(after_seq);
+    v1::GetInvalidationsResponse resp;
+    LARDER_RETURN_IF_ERROR(MasterError(master_->Call(
+        &v1::Master::Stub::GetInvalidations, req, &resp, absl::Seconds(10))));
+    return resp;
+  }
+
+  // The local worker's node metadata cache (STAT on its short-circuit
+  // socket); none when there is no local worker, when it does not answer
+  // for `key` or this process, or when it fails.
+  std::optional<NodeAnswer> NodeStat(const std::string& key, uint64_t epoch,
+                                     uint64_t seq) override {
+    if (node_stat_unsupported_.load(std::memory_order_relaxed))
       return std::nullopt;
     std::vector<v1::WorkerInfo> workers;
-    uint64_t epoch = 0, seq = 0;
     {
       absl::MutexLock lock(&mu_);
       workers = ring_workers_;
-      epoch = inval_epoch_;
-      seq = inval_seq_;
     }
     std::string socket;
     for (const v1::WorkerInfo& w : workers) {
@@ -893,59 +784,13 @@ class ClientImpl final : public Client {
         node_stat_unsupported_.store(true, std::memory_order_relaxed);
       return std::nullopt;
     }
-    ++meta_node_hits_;
     NoteRingVersion(a->response.ring_version());
-    NodeMetadataCache::Stat s{std::move(a->status), std::move(a->response)};
-    meta_->PutStat(key, s, absl::Now() + a->ttl);
-    return s;
-  }
-
-  // Stale-if-error, for a cache miss of `key`: `fetch` asks the master;
-  // when it (or its under-store) cannot be reached, `stale` (expired at
-  // `expired`) is served within the stale window, counted and logged. While
-  // the master is known to be down, `fetch` is not even tried.
-  template <typename T>
-  absl::StatusOr<T> FetchOrStale(const std::string& key, std::optional<T> stale,
-                                 absl::Time expired, absl::Time now,
-                                 absl::FunctionRef<absl::StatusOr<T>()> fetch) {
-    const bool can_stale =
-        stale.has_value() && now - expired < options_.metadata_stale_window;
-    absl::StatusOr<T> r =
-        can_stale && MasterDown(now) ? MasterDownError() : fetch();
-    if (r.ok() || !Unreachable(r.status())) return r;
-    NoteMasterDown(now);
-    if (!can_stale) return r;
-    NoteStale(key, r.status());
-    return *std::move(stale);
-  }
-
-  // `key`'s Stat from the listing of its directory: found, or NotFound;
-  // none when the mount of a file is unknown here (the master is asked).
-  std::optional<NodeMetadataCache::Stat> FromListing(
-      const std::string& key, const NodeMetadataCache::Listing& listing) {
-    auto it = std::lower_bound(
-        listing.begin(), listing.end(), key,
-        [](const FileInfo& f, const std::string& k) { return f.path < k; });
-    if (it == listing.end() || it->path != key) {
-      return NodeMetadataCache::Stat{
-          absl::NotFoundError(absl::StrCat("no such file: ", key)), {}};
-    }
-    NodeMetadataCache::Stat s;
-    ToProto(*it, s.response.mutable_info());
-    if (!it->is_dir) {
-      std::optional<v1::MountEntry> m = MountOf(key);
-      if (!m) return std::nullopt;
-      s.response.set_mount(m->path());
-      s.response.set_relative(key.size() > m->path().size()
-                                  ? key.substr(m->path().size() + 1)
-                                  : "");
-      s.response.set_block_size(m->block_size());
-    }
-    return s;
+    return NodeAnswer{{std::move(a->status), std::move(a->response)}, a->ttl};
   }
 
   // The mount that holds `key` (mount paths do not nest).
-  std::optional<v1::MountEntry> MountOf(std::string key) {
+  std::optional<v1::MountEntry> MountOf(const std::string& path) override {
+    std::string key = path;
     absl::MutexLock lock(&mu_);
     while (true) {
       if (auto it = mounts_.find(key); it != mounts_.end()) return it->second;
@@ -953,104 +798,6 @@ class ClientImpl final : public Client {
       if (slash == 0 || slash == std::string::npos) return std::nullopt;
       key.resize(slash);
     }
-  }
-
-  // How long metadata of `key` is kept: its mount's TTL; paths outside any
-  // mount (the virtual directories above mount paths) a few seconds.
-  absl::Duration TtlOf(const std::string& key) {
-    std::optional<v1::MountEntry> m = MountOf(key);
-    return m ? absl::Milliseconds(m->metadata_ttl_ms()) : absl::Seconds(5);
-  }
-
-  // An answer that the master had cached already is fresh for what was
-  // left of its TTL there (`remaining_ms`; 0: not said), not a whole TTL
-  // again: a replaced object is seen within one TTL.
-  static absl::Duration FreshFor(absl::Duration ttl, uint64_t remaining_ms) {
-    return remaining_ms == 0
-               ? ttl
-               : std::min(ttl, absl::Milliseconds(
-                                   static_cast<int64_t>(std::min<uint64_t>(
-                                       remaining_ms, uint64_t{1} << 40))));
-  }
-
-  // After the master failed to answer, expired entries are served without
-  // asking it again for a second (each try would fail the same way).
-  static constexpr absl::Duration kMasterDownPause = absl::Seconds(1);
-  bool MasterDown(absl::Time now) {
-    absl::MutexLock lock(&mu_);
-    return now < master_down_until_;
-  }
-  void NoteMasterDown(absl::Time now) {
-    absl::MutexLock lock(&mu_);
-    master_down_until_ = now + kMasterDownPause;
-  }
-  absl::Status MasterDownError() const {
-    return absl::UnavailableError(absl::StrCat(
-        "the Larder master at ", options_.master,
-        " did not answer within the last second; serving cached metadata"));
-  }
-
-  // Counts a stale answer; logs it once per path while the outage lasts.
-  void NoteStale(const std::string& key, const absl::Status& why) {
-    ++meta_stale_;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stale_logged_.size() >= 10000) stale_logged_.clear();
-      if (!stale_logged_.insert(key).second) return;
-    }
-    LARDER_LOG(WARNING, "client.metadata_stale")
-        .Field("path", key)
-        .Field("why", why)
-        .Field("stale_window", options_.metadata_stale_window);
-  }
-
-  // Applies the master's invalidations since the last ones seen.
-  void SyncInvalidations(uint64_t epoch, uint64_t seq) {
-    v1::GetInvalidationsRequest req;
-    {
-      absl::MutexLock lock(&mu_);
-      if (epoch == inval_epoch_ && seq == inval_seq_) return;
-      if (inval_epoch_ == 0) {  // The first ring: nothing to drop yet.
-        inval_epoch_ = epoch;
-        inval_seq_ = seq;
-        return;
-      }
-      req.set_epoch(inval_epoch_);
-      req.set_after_seq(inval_seq_);
-    }
-    v1::GetInvalidationsResponse resp;
-    if (!master_
-             ->Call(&v1::Master::Stub::GetInvalidations, req, &resp,
-                    absl::Seconds(10))
-             .ok())
-      return;
-    std::vector<std::string> dropped;
-    if (resp.reset()) {
-      meta_->Clear();
-      dropped.push_back("/");
-    } else {
-      for (const std::string& p : resp.paths()) {
-        if (absl::StatusOr<std::string> key = NormalizeClusterPath(p);
-            key.ok()) {
-          meta_->Invalidate(*key);
-          dropped.push_back(*std::move(key));
-        }
-      }
-    }
-    std::function<void(const std::string&)> hook;
-    {
-      absl::MutexLock lock(&mu_);
-      inval_epoch_ = resp.epoch();
-      inval_seq_ = resp.seq();
-      stale_logged_.clear();
-      hook = invalidation_hook_;
-    }
-    if (hook) {
-      for (const std::string& p : dropped) hook(p);
-    }
-    LARDER_LOG(INFO, "client.metadata_invalidated")
-        .Field("paths", resp.paths_size())
-        .Field("all", resp.reset());
   }
 
   absl::StatusOr<v1::StatResponse> StatRpc(absl::string_view path) {
@@ -1088,7 +835,7 @@ class ClientImpl final : public Client {
                       absl::Seconds(10))));
     const bool mounts_changed = InstallRing(ring);
     if (mounts_changed) RefreshMounts().IgnoreError();
-    SyncInvalidations(ring.metadata_epoch(), ring.invalidation_seq());
+    view_.SyncInvalidations(ring.metadata_epoch(), ring.invalidation_seq());
     return absl::OkStatus();
   }
 
@@ -1133,13 +880,12 @@ class ClientImpl final : public Client {
   std::shared_ptr<const ClientWarmState> WarmState() override {
     auto w = std::make_shared<ClientWarmState>();
     w->master = options_.master;
-    w->meta = meta_;
+    w->meta = view_.cache();
+    std::tie(w->inval_epoch, w->inval_seq) = view_.invalidations();
     absl::MutexLock lock(&mu_);
     w->ring = last_ring_;
     w->ring_at = last_ring_at_;
     w->mounts = last_mounts_;
-    w->inval_epoch = inval_epoch_;
-    w->inval_seq = inval_seq_;
     return w;
   }
 
@@ -1588,17 +1334,9 @@ class ClientImpl final : public Client {
   v1::Ring last_ring_ ABSL_GUARDED_BY(mu_);
   absl::Time last_ring_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   v1::MountTable last_mounts_ ABSL_GUARDED_BY(mu_);
-  // The node's metadata cache, and the master's invalidations applied to it.
-  // Shared with the clients that start warm from this one (WarmState).
-  const std::shared_ptr<NodeMetadataCache> meta_;
-  uint64_t inval_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t inval_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time master_down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::flat_hash_set<std::string> stale_logged_ ABSL_GUARDED_BY(mu_);
-  std::function<void(const std::string&)> invalidation_hook_
-      ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> meta_hits_{0}, meta_misses_{0}, meta_stale_{0},
-      meta_node_hits_{0};
+  // Metadata: the process's cache (shared with the clients that start warm
+  // from this one: WarmState) in front of the node's and the master.
+  MetadataView view_;
   // The local worker answered a STAT as a worker from before it would.
   std::atomic<bool> node_stat_unsupported_{false};
   absl::Notification stop_polling_;
@@ -1741,25 +1479,6 @@ absl::StatusOr<ByteView> FileImpl::ReadView(uint64_t offset, uint64_t length) {
 }
 
 }  // namespace
-
-uint64_t ByteView::size() const {
-  uint64_t n = 0;
-  for (absl::Span<const char> p : pieces) n += p.size();
-  return n;
-}
-
-std::string ByteView::ToString() const {
-  std::string out;
-  out.reserve(size());
-  for (absl::Span<const char> p : pieces) out.append(p.data(), p.size());
-  return out;
-}
-
-void ByteView::Append(ByteView other) {
-  pieces.insert(pieces.end(), other.pieces.begin(), other.pieces.end());
-  holds.insert(holds.end(), std::make_move_iterator(other.holds.begin()),
-               std::make_move_iterator(other.holds.end()));
-}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.master.empty())

@@ -6,6 +6,7 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -14,6 +15,28 @@
 #include "common/status_macros.h"
 
 namespace larder {
+
+// ByteView (larder/client.h) is what ReadBlockView returns: defined with
+// it, so that the worker stub stands without the client.
+uint64_t ByteView::size() const {
+  uint64_t n = 0;
+  for (absl::Span<const char> p : pieces) n += p.size();
+  return n;
+}
+
+std::string ByteView::ToString() const {
+  std::string out;
+  out.reserve(size());
+  for (absl::Span<const char> p : pieces) out.append(p.data(), p.size());
+  return out;
+}
+
+void ByteView::Append(ByteView other) {
+  pieces.insert(pieces.end(), other.pieces.begin(), other.pieces.end());
+  holds.insert(holds.end(), std::make_move_iterator(other.holds.begin()),
+               std::make_move_iterator(other.holds.end()));
+}
+
 namespace {
 
 // Data bytes per ReadBlock response this client asks for: a default 4 MiB

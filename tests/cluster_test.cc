@@ -214,6 +214,28 @@ TEST_F(ClusterTest, ShortCircuitLeasesAreKeptBoundedAndGivenBack) {
 }
 
 TEST_F(ClusterTest, FileBatchesCopyEveryFileExactlyOnEveryPath) {
+  // A rebalance window: blocks are cached (and placed) when a worker joins.
+  {
+    auto first = Connect("elsewhere");
+    ASSERT_TRUE(first);
+    auto f = first->Open("/datasets/ds/" + files_.begin()->first);
+    ASSERT_TRUE(f.ok()) << f.status();
+    std::string buf(files_.begin()->second.size(), '\0');
+    ASSERT_TRUE((*f)->Read(0, absl::MakeSpan(buf)).ok());
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return master_->Metric("larder_master_block_replicas").value_or(0) >
+                 0;
+        },
+        absl::Seconds(10)));
+  }
+  auto joined = testing::WorkerProcess::Start(
+      {absl::StrCat("--master=", master_->address()), "--worker_id=w3",
+       "--ram_capacity=256MiB"},
+      {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  workers_.push_back(std::move(*joined));
+  ASSERT_TRUE(WaitForWorkers(4));
   auto local = Connect("");  // This host: short-circuit.
   auto remote = Connect("elsewhere");
   ASSERT_TRUE(local && remote);
@@ -244,9 +266,10 @@ TEST_F(ClusterTest, FileBatchesCopyEveryFileExactlyOnEveryPath) {
     }
     return bad;
   };
-  // Files of 1 to 3 blocks, cold then warm, by short-circuit. The ring has
-  // just changed (three workers joined): where a block is cached is asked
-  // of the master in one Locate for the whole batch, not one per block.
+  // Files of 1 to 3 blocks, mostly cold, then warm, by short-circuit. The
+  // ring has just changed while blocks were cached: where a block is cached
+  // is asked of the master in one Locate for the whole batch, not one per
+  // block.
   auto locates = [&] {
     return master_->Metric("larder_master_rpcs_total{method=\"Locate\"}")
         .value_or(-1);
