@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/block_proto.h"
 #include "common/grpc_status.h"
+#include "common/read_block_wire.h"
 #include "common/status_macros.h"
 
 namespace larder {
@@ -81,71 +82,6 @@ WorkerClient::WorkerClient(const std::string& address,
 
 namespace {
 
-// Reads the bytes of a ByteBuffer's slices in order.
-class SliceCursor {
- public:
-  explicit SliceCursor(const std::vector<grpc::Slice>& slices)
-      : slices_(slices) {}
-  bool Byte(uint8_t* b) {
-    Skip0();
-    if (i_ >= slices_.size()) return false;
-    *b = slices_[i_].begin()[off_++];
-    return true;
-  }
-  bool Varint(uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;
-  }
-  // Copies `n` bytes to `out` (or skips them when out is null).
-  bool Take(size_t n, char* out) {
-    while (n > 0) {
-      Skip0();
-      if (i_ >= slices_.size()) return false;
-      const size_t k = std::min(n, slices_[i_].size() - off_);
-      if (out != nullptr) {
-        std::memcpy(out, slices_[i_].begin() + off_, k);
-        out += k;
-      }
-      off_ += k;
-      n -= k;
-    }
-    return true;
-  }
-  // Appends `n` bytes to `out` as sub-slices of the buffer's own (no copy).
-  bool TakeSlices(size_t n, std::vector<grpc::Slice>* out) {
-    while (n > 0) {
-      Skip0();
-      if (i_ >= slices_.size()) return false;
-      const size_t k = std::min(n, slices_[i_].size() - off_);
-      out->push_back(slices_[i_].sub(off_, off_ + k));
-      off_ += k;
-      n -= k;
-    }
-    return true;
-  }
-  bool done() {
-    Skip0();
-    return i_ >= slices_.size();
-  }
-
- private:
-  void Skip0() {
-    while (i_ < slices_.size() && off_ >= slices_[i_].size()) {
-      ++i_;
-      off_ = 0;
-    }
-  }
-  const std::vector<grpc::Slice>& slices_;
-  size_t i_ = 0;
-  size_t off_ = 0;
-};
-
 // One raw ReadBlock call: sends the request, then copies each response's
 // data field into `dst`, or, with `pieces`, keeps it as slices of the
 // response (at most dst.size() bytes; dst's data is then unused).
@@ -155,11 +91,7 @@ class RawReadReactor final
   RawReadReactor(grpc::ClientContext* ctx, absl::Span<char> dst,
                  std::vector<grpc::Slice>* pieces, std::string* source,
                  uint64_t* ring_version)
-      : ctx_(ctx),
-        dst_(dst),
-        pieces_(pieces),
-        source_(source),
-        ring_version_(ring_version) {}
+      : ctx_(ctx), parser_(dst, pieces, source, ring_version) {}
 
   void Start(grpc::GenericStub& stub, const std::string& request) {
     grpc::Slice slice(request);
@@ -190,39 +122,17 @@ class RawReadReactor final
     mu_.Await(absl::Condition(&done_));
     if (!error_.ok()) return error_;
     if (!status_.ok()) return FromGrpcStatus(status_);
-    return got_;
+    return parser_.got();
   }
 
  private:
-  // Parses one ReadBlockResponse (field 1: data, field 2: source).
   bool Consume() {
     std::vector<grpc::Slice> slices;
     if (!response_.Dump(&slices).ok()) return Fail("undecodable response");
-    SliceCursor c(slices);
-    while (!c.done()) {
-      uint64_t tag, len;
-      if (!c.Varint(&tag)) return Fail("truncated response");
-      if ((tag & 7) == 0) {
-        if (!c.Varint(&len)) return Fail("truncated varint");
-        if (tag >> 3 == 3 && ring_version_ != nullptr) *ring_version_ = len;
-        continue;
-      }
-      if ((tag & 7) != 2 || !c.Varint(&len))
-        return Fail("unexpected wire type");
-      if (tag >> 3 == 1) {
-        if (len > dst_.size() - got_)
-          return Fail("worker sent more than requested");
-        if (pieces_ != nullptr ? !c.TakeSlices(len, pieces_)
-                               : !c.Take(len, dst_.data() + got_)) {
-          return Fail("truncated data");
-        }
-        got_ += len;
-      } else if (tag >> 3 == 2 && source_ != nullptr) {
-        source_->resize(len);
-        if (!c.Take(len, source_->data())) return Fail("truncated source");
-      } else if (!c.Take(len, nullptr)) {
-        return Fail("truncated field");
-      }
+    if (absl::Status st = parser_.Consume(slices); !st.ok()) {
+      absl::MutexLock lock(&mu_);
+      error_ = std::move(st);
+      return false;
     }
     return true;
   }
@@ -233,13 +143,10 @@ class RawReadReactor final
   }
 
   grpc::ClientContext* const ctx_;
-  const absl::Span<char> dst_;
-  std::vector<grpc::Slice>* const pieces_;
-  std::string* const source_;
-  uint64_t* const ring_version_;
+  // Only touched by OnReadDone, which gRPC serializes.
+  ReadBlockResponseParser parser_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
-  size_t got_ = 0;  // Only touched by OnReadDone, which gRPC serializes.
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);

@@ -11,17 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/read_block_wire.h"
 
 namespace larder {
-
-// Appends the protobuf varint encoding of `v`.
-void AppendVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
 
 // Streams one block range as raw ReadBlockResponse messages. Deletes itself
 // in OnDone.
@@ -121,23 +113,11 @@ class ReadBlockReactor final
   void WriteNext() {
     const size_t n =
         static_cast<size_t>(std::min<uint64_t>(chunk_, end_ - pos_));
-    // ReadBlockResponse: field 2 (source) on the first message, then field 1
-    // (data) whose bytes are the block's own memory.
-    std::string head;
-    if (first_) {
-      const absl::string_view src = BlockSourceName(source_);
-      head.push_back(0x12);
-      AppendVarint(&head, src.size());
-      head.append(src.data(), src.size());
-      const uint64_t ring =
-          service_->ring_version_ ? service_->ring_version_->load() : 0;
-      if (ring != 0) {
-        head.push_back(0x18);  // Field 3 (ring_version), varint.
-        AppendVarint(&head, ring);
-      }
-    }
-    head.push_back(0x0a);
-    AppendVarint(&head, n);
+    // ReadBlockResponse: its head, then field 1's (data) bytes, which are
+    // the block's own memory.
+    const std::string head = ReadBlockResponseHead(
+        first_, BlockSourceName(source_),
+        service_->ring_version_ ? service_->ring_version_->load() : 0, n);
     grpc::Slice slices[2] = {
         grpc::Slice(head),
         grpc::Slice(
