@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -64,53 +65,94 @@ void OkOrRaise(const absl::Status& st, const std::string& path) {
 
 absl::Duration Seconds(py::handle v) { return absl::Seconds(v.cast<double>()); }
 
-// ClientOptions from keyword arguments (names as in ClientOptions; durations
-// in seconds; the client fields of SecurityOptions by their own names).
+// Python's keyword arguments of larder.Client, each with what it sets:
+// names as in ClientOptions, durations in seconds, the client fields of
+// SecurityOptions by their own names. One table, so a new option is one
+// line and an unknown one is named with the list of known ones.
+using OptionSetter = void (*)(ClientOptions&, py::handle);
+const std::map<std::string, OptionSetter>& OptionSetters() {
+  static const auto* setters = new std::map<std::string, OptionSetter>{
+      {"node",
+       [](ClientOptions& o, py::handle v) { o.node = v.cast<std::string>(); }},
+      {"readahead_blocks",
+       [](ClientOptions& o, py::handle v) {
+         o.readahead_blocks = v.cast<int>();
+       }},
+      {"max_workers_per_block",
+       [](ClientOptions& o, py::handle v) {
+         o.max_workers_per_block = v.cast<int>();
+       }},
+      {"under_store_fallback",
+       [](ClientOptions& o, py::handle v) {
+         o.under_store_fallback = v.cast<bool>();
+       }},
+      {"worker_timeout",
+       [](ClientOptions& o, py::handle v) { o.worker_timeout = Seconds(v); }},
+      {"ring_refresh",
+       [](ClientOptions& o, py::handle v) { o.ring_refresh = Seconds(v); }},
+      {"parallel_reads",
+       [](ClientOptions& o, py::handle v) {
+         o.parallel_reads = v.cast<int>();
+       }},
+      {"metadata_cache_entries",
+       [](ClientOptions& o, py::handle v) {
+         o.metadata_cache_entries = v.cast<size_t>();
+       }},
+      {"metadata_cache_bytes",
+       [](ClientOptions& o, py::handle v) {
+         o.metadata_cache_bytes = v.cast<size_t>();
+       }},
+      {"metadata_stale_window",
+       [](ClientOptions& o, py::handle v) {
+         o.metadata_stale_window = Seconds(v);
+       }},
+      {"tls_ca_file",
+       [](ClientOptions& o, py::handle v) {
+         o.security.tls_ca_file = v.cast<std::string>();
+       }},
+      {"tls_cert_file",
+       [](ClientOptions& o, py::handle v) {
+         o.security.tls_cert_file = v.cast<std::string>();
+       }},
+      {"tls_key_file",
+       [](ClientOptions& o, py::handle v) {
+         o.security.tls_key_file = v.cast<std::string>();
+       }},
+      {"tls_server_name",
+       [](ClientOptions& o, py::handle v) {
+         o.security.tls_server_name = v.cast<std::string>();
+       }},
+      {"token_file",
+       [](ClientOptions& o, py::handle v) {
+         o.security.token_file = v.cast<std::string>();
+       }},
+  };
+  return *setters;
+}
+
+// ClientOptions from keyword arguments (OptionSetters), and read_threads,
+// which is the module's own.
 ClientOptions OptionsFrom(const std::string& master, const py::dict& kw,
                           int* read_threads) {
   ClientOptions o;
   o.master = master;
   for (auto item : kw) {
     const std::string key = item.first.cast<std::string>();
-    py::handle v = item.second;
-    if (key == "node") {
-      o.node = v.cast<std::string>();
-    } else if (key == "readahead_blocks") {
-      o.readahead_blocks = v.cast<int>();
-    } else if (key == "max_workers_per_block") {
-      o.max_workers_per_block = v.cast<int>();
-    } else if (key == "under_store_fallback") {
-      o.under_store_fallback = v.cast<bool>();
-    } else if (key == "worker_timeout") {
-      o.worker_timeout = Seconds(v);
-    } else if (key == "ring_refresh") {
-      o.ring_refresh = Seconds(v);
-    } else if (key == "parallel_reads") {
-      o.parallel_reads = v.cast<int>();
-    } else if (key == "metadata_cache_entries") {
-      o.metadata_cache_entries = v.cast<size_t>();
-    } else if (key == "metadata_cache_bytes") {
-      o.metadata_cache_bytes = v.cast<size_t>();
-    } else if (key == "metadata_stale_window") {
-      o.metadata_stale_window = Seconds(v);
-    } else if (key == "tls_ca_file") {
-      o.security.tls_ca_file = v.cast<std::string>();
-    } else if (key == "tls_cert_file") {
-      o.security.tls_cert_file = v.cast<std::string>();
-    } else if (key == "tls_key_file") {
-      o.security.tls_key_file = v.cast<std::string>();
-    } else if (key == "tls_server_name") {
-      o.security.tls_server_name = v.cast<std::string>();
-    } else if (key == "token_file") {
-      o.security.token_file = v.cast<std::string>();
-    } else if (key == "read_threads") {
-      *read_threads = v.cast<int>();
+    if (key == "read_threads") {
+      *read_threads = item.second.cast<int>();
       if (*read_threads < 1)
         throw py::value_error("larder.Client: read_threads must be >= 1");
-    } else {
-      throw py::type_error(
-          absl::StrCat("larder.Client: unknown option '", key, "'"));
+      continue;
     }
+    auto it = OptionSetters().find(key);
+    if (it == OptionSetters().end()) {
+      std::string known = "read_threads";
+      for (const auto& [name, setter] : OptionSetters())
+        absl::StrAppend(&known, ", ", name);
+      throw py::type_error(absl::StrCat("larder.Client: unknown option '", key,
+                                        "' (known: ", known, ")"));
+    }
+    it->second(o, item.second);
   }
   return o;
 }

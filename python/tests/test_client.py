@@ -170,8 +170,10 @@ def test_errors_are_larder_errors_with_python_classes(client, dataset):
         client.open("/ds/class0")
     with pytest.raises(ValueError):
         client.read("relative/path")
-    with pytest.raises(TypeError, match="unknown option"):
+    with pytest.raises(TypeError, match="unknown option 'no_such_option'.*readahead_blocks"):
         larder.Client("127.0.0.1:1", no_such_option=1)
+    with pytest.raises(ValueError, match="read_threads"):
+        larder.Client("127.0.0.1:1", read_threads=0)
     # Errors cross process boundaries (DataLoader workers pickle them).
     err = pickle.loads(pickle.dumps(larder.ObjectChangedError("changed", "/x")))
     assert isinstance(err, larder.ObjectChangedError) and err.path == "/x"
