@@ -24,6 +24,8 @@
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "common/block_key.h"
+#include "common/config.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -80,9 +82,10 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
           "master: a silent worker leaves the ring after this.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "master: how often workers heartbeat.");
-ABSL_FLAG(std::string, mount_block_size, "4MiB",
+ABSL_FLAG(std::string, mount_block_size,
+          larder::BytesFlagText(larder::kDefaultBlockSize),
           "mount: block size of the new mount.");
-ABSL_FLAG(absl::Duration, metadata_ttl, absl::Seconds(60),
+ABSL_FLAG(absl::Duration, metadata_ttl, larder::kDefaultMetadataTtl,
           "mount: how long stat/list results are cached.");
 ABSL_FLAG(bool, read_only, true,
           "mount: the mount is read-only (writes arrive later).");

@@ -25,55 +25,65 @@
 ABSL_DECLARE_FLAG(std::string, node);
 ABSL_DECLARE_FLAG(std::vector<std::string>, allowed_file_roots);
 
+// A flag with a struct's field behind it takes its default from that field:
+// one home per default (flag_defaults_test checks).
 ABSL_FLAG(bool, daemon, false,
           "fuse: detach and run in the background once mounted (the command "
           "returns when the mount is ready, or fails with its error).");
-ABSL_FLAG(absl::Duration, attr_timeout, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, attr_timeout, larder::FuseOptions().attr_timeout,
           "fuse: how long the kernel trusts file attributes.");
-ABSL_FLAG(absl::Duration, entry_timeout, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, entry_timeout, larder::FuseOptions().entry_timeout,
           "fuse: how long the kernel trusts name lookups.");
-ABSL_FLAG(absl::Duration, negative_timeout, absl::Seconds(1),
+ABSL_FLAG(absl::Duration, negative_timeout,
+          larder::FuseOptions().negative_timeout,
           "fuse: how long the kernel remembers a missing name (0 = not).");
-ABSL_FLAG(bool, keep_cache, true,
+ABSL_FLAG(bool, keep_cache, larder::FuseOptions().keep_cache,
           "fuse: keep the kernel page cache across opens while a file's "
           "version is unchanged.");
-ABSL_FLAG(std::string, max_read, "4MiB",
+ABSL_FLAG(std::string, max_read,
+          larder::BytesFlagText(larder::FuseOptions().max_read),
           "fuse: largest read request (above 1 MiB the daemon raises "
           "fs.fuse.max_pages_limit, where the kernel has it).");
-ABSL_FLAG(std::string, direct_io_min_size, "64MiB",
+ABSL_FLAG(std::string, direct_io_min_size,
+          larder::BytesFlagText(larder::FuseOptions().direct_io_min_size),
           "fuse: files at least this large bypass the kernel page cache "
           "(direct_io: one copy, from the worker's memory into the reader's "
           "buffer); 0 = every file, off = none.");
-ABSL_FLAG(bool, passthrough, true,
+ABSL_FLAG(bool, passthrough, larder::FuseOptions().passthrough,
           "fuse: hand large files the worker on this node holds whole in RAM "
           "to the kernel as its memfd (FUSE passthrough, Linux 6.9+): reads "
           "then bypass this daemon.");
-ABSL_FLAG(std::string, kernel_read_ahead, "8MiB",
+ABSL_FLAG(std::string, kernel_read_ahead,
+          larder::BytesFlagText(larder::FuseOptions().read_ahead),
           "fuse: kernel readahead window of the mount (0 = kernel default).");
-ABSL_FLAG(int, fuse_threads, 32, "fuse: most requests served at once.");
-ABSL_FLAG(bool, allow_other, true,
+ABSL_FLAG(int, fuse_threads, larder::FuseOptions().max_threads,
+          "fuse: most requests served at once.");
+ABSL_FLAG(bool, allow_other, larder::FuseOptions().allow_other,
           "fuse: let every user read the mount (pods run as non-root).");
-ABSL_FLAG(bool, auto_unmount, true,
+ABSL_FLAG(bool, auto_unmount, larder::FuseOptions().auto_unmount,
           "fuse: unmount (by fusermount3) if the daemon dies.");
-ABSL_FLAG(std::string, fuse_metrics_listen, "127.0.0.1:7072",
+ABSL_FLAG(std::string, fuse_metrics_listen, larder::FuseOptions().ops_listen,
           "fuse: address of /metrics and /healthz (empty = disabled).");
-ABSL_FLAG(int, list_page_size, 1000,
+ABSL_FLAG(int, list_page_size, larder::FuseOptions().list_page_size,
           "fuse: directory entries fetched per master call (the daemon holds "
           "one page per open directory).");
-ABSL_FLAG(int64_t, metadata_cache_entries, 1000000,
+ABSL_FLAG(int64_t, metadata_cache_entries,
+          static_cast<int64_t>(larder::ClientOptions().metadata_cache_entries),
           "fuse, client, worker: most entries (stats, negative entries, "
           "directory listings) in the process's metadata cache (the worker's: "
           "the node's, shared by its clients).");
-ABSL_FLAG(std::string, metadata_cache_bytes, "256MiB",
+ABSL_FLAG(std::string, metadata_cache_bytes,
+          larder::BytesFlagText(larder::ClientOptions().metadata_cache_bytes),
           "fuse, client, worker: most bytes held by the metadata cache; a "
           "directory larger than a quarter of it is paged, never cached.");
-ABSL_FLAG(absl::Duration, metadata_stale_window, absl::Hours(1),
+ABSL_FLAG(absl::Duration, metadata_stale_window,
+          larder::ClientOptions().metadata_stale_window,
           "fuse, client: how long past its TTL cached metadata is still "
           "served while the master or the under-store cannot be reached "
           "(0 = never).");
-ABSL_FLAG(int, readahead_blocks, 8,
-          "fuse, client: blocks a sequential reader asks the owners to fetch "
-          "ahead (the worker fetches consecutive ones with one request).");
+ABSL_FLAG(int, readahead_blocks, larder::FuseOptions::kReadaheadBlocks,
+          "fuse: blocks a sequential reader asks the owners to fetch ahead "
+          "(the worker fetches consecutive ones with one request).");
 
 namespace larder::cli {
 namespace {

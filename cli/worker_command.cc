@@ -9,13 +9,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
+#include "common/block_key.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/units.h"
 #include "worker/worker.h"
 
-// Defined with the FUSE daemon's flags: both keep the node's metadata cache.
+// A flag with a struct's field behind it takes its default from that field:
+// one home per default (flag_defaults_test checks).
+
+// Defined with the FUSE daemon's flags: both keep a metadata cache.
 ABSL_DECLARE_FLAG(int64_t, metadata_cache_entries);
 ABSL_DECLARE_FLAG(std::string, metadata_cache_bytes);
 
@@ -24,7 +28,7 @@ ABSL_FLAG(std::vector<std::string>, allowed_file_roots, {},
           "mount table may serve (their roots must lie in one, symlinks "
           "resolved); empty: none. The daemons run as root and serve a mount "
           "to every reader: allow only data meant to be shared.");
-ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+ABSL_FLAG(std::string, listen, larder::WorkerOptions().listen,
           "worker: gRPC data service address (host:port).");
 ABSL_FLAG(
     std::string, short_circuit_socket, "",
@@ -35,9 +39,10 @@ ABSL_FLAG(std::vector<std::string>, short_circuit_allowed_uids, {},
 ABSL_FLAG(std::vector<std::string>, short_circuit_allowed_gids, {},
           "Groups (names or gids) whose members may use the short-circuit "
           "socket; the first owns it (default: the worker's own group).");
-ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:7071",
+ABSL_FLAG(std::string, metrics_listen, larder::WorkerOptions().ops_listen,
           "worker: address of /metrics and /healthz (empty = disabled).");
-ABSL_FLAG(std::string, ram_capacity, "1GiB",
+ABSL_FLAG(std::string, ram_capacity,
+          larder::BytesFlagText(larder::BlockStoreOptions().ram_capacity_bytes),
           "worker: RAM tier capacity (e.g. 8GiB).");
 ABSL_FLAG(std::string, ram_max_blocks, "auto",
           "worker: most blocks in the RAM tier; each holds a file descriptor. "
@@ -49,11 +54,12 @@ ABSL_FLAG(
     std::vector<std::string>, nvme, {},
     "worker: NVMe tier directories with capacities, DIR:SIZE[,DIR:SIZE...] "
     "(e.g. /mnt/nvme0/larder:500GiB).");
-ABSL_FLAG(std::string, nvme_reserve, "1GiB",
+ABSL_FLAG(std::string, nvme_reserve,
+          larder::BytesFlagText(larder::NvmeOptions().reserve_bytes),
           "worker: free space always left on each NVMe file system.");
 ABSL_FLAG(std::string, nvme_eviction, "lru",
           "worker: NVMe tier eviction policy: lru or none.");
-ABSL_FLAG(bool, nvme_sync, false,
+ABSL_FLAG(bool, nvme_sync, larder::NvmeOptions().sync_writes,
           "worker: fdatasync every block file before it becomes visible.");
 ABSL_FLAG(std::vector<std::string>, pin, {},
           "worker: mount/path prefixes whose blocks are never evicted.");
@@ -62,9 +68,11 @@ ABSL_FLAG(std::vector<std::string>, ttl, {},
 ABSL_FLAG(
     std::vector<std::string>, mount, {},
     "worker: NAME=URI entries (until the master serves the mount table).");
-ABSL_FLAG(std::string, block_size, "4MiB",
+ABSL_FLAG(std::string, block_size,
+          larder::BytesFlagText(larder::kDefaultBlockSize),
           "worker: block size of the --mount mounts.");
-ABSL_FLAG(bool, collapse_huge_pages, true,
+ABSL_FLAG(bool, collapse_huge_pages,
+          larder::BlockStoreOptions().collapse_huge_pages,
           "worker: move RAM blocks into 2 MiB pages on idle CPU "
           "(MADV_COLLAPSE, Linux 6.1+); warm reads of them are faster.");
 ABSL_FLAG(std::string, object_file_max_size, "auto",
@@ -72,10 +80,12 @@ ABSL_FLAG(std::string, object_file_max_size, "auto",
           "RAM blocks in one memfd per object, which a FUSE daemon on this "
           "node hands to the kernel whole (passthrough reads); they leave "
           "RAM as a whole. auto: a quarter of --ram_capacity; 0: none.");
-ABSL_FLAG(std::string, fetch_subrange, "4MiB",
-          "worker: a miss of a larger block is fetched as parallel ranged "
-          "reads of this size.");
-ABSL_FLAG(int, fetch_threads, 16,
+ABSL_FLAG(
+    std::string, fetch_subrange,
+    larder::BytesFlagText(larder::BlockStoreOptions().fetch_subrange_bytes),
+    "worker: a miss of a larger block is fetched as parallel ranged "
+    "reads of this size.");
+ABSL_FLAG(int, fetch_threads, larder::BlockStoreOptions().fetch_threads,
           "worker: blocks fetched from under-stores at once.");
 
 ABSL_FLAG(std::string, worker_id, "",

@@ -49,10 +49,10 @@ namespace larder {
 
 struct MetadataCacheOptions {
   // Most entries (stats plus listings) held. Default 1,000,000.
-  size_t max_entries = 1000000;
+  size_t max_entries = ClientOptions::kDefaultMetadataCacheEntries;
   // Most bytes held (estimated: paths, versions and per-entry overhead).
   // Default 256 MiB.
-  size_t max_bytes = size_t{256} << 20;
+  size_t max_bytes = ClientOptions::kDefaultMetadataCacheBytes;
 };
 
 class NodeMetadataCache {

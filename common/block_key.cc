@@ -10,6 +10,13 @@
 
 namespace larder {
 
+absl::Status CheckBlockSize(uint64_t block_size) {
+  if (block_size >= kMinBlockSize && block_size <= kMaxBlockSize)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "block size ", block_size, " out of range (4 KiB to 1 GiB)"));
+}
+
 std::string BlockKey::ToHex() const {
   return absl::StrFormat("%016x%016x", high, low);
 }

@@ -26,6 +26,12 @@ namespace larder {
 
 // Default block size of a mount: 4 MiB.
 inline constexpr uint64_t kDefaultBlockSize = 4ull << 20;
+// The block sizes a mount may have: 4 KiB to 1 GiB.
+inline constexpr uint64_t kMinBlockSize = 4096;
+inline constexpr uint64_t kMaxBlockSize = 1ull << 30;
+// OK, or InvalidArgument naming `block_size` and the range (the master
+// checks a mount it adds, the worker one from its flags).
+absl::Status CheckBlockSize(uint64_t block_size);
 
 // 128-bit block key.
 struct BlockKey {

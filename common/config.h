@@ -21,6 +21,10 @@
 
 namespace larder {
 
+// How long a mount's metadata (Stat and List answers) is kept when `larder
+// mount` does not say: the master's default, and the CLI flag's.
+inline constexpr absl::Duration kDefaultMetadataTtl = absl::Seconds(60);
+
 // Retries of idempotent remote calls: exponential backoff with full jitter
 // (sleep = uniform(0, min(max_backoff, initial_backoff * 2^attempt))).
 struct RetryOptions {

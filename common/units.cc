@@ -59,4 +59,15 @@ std::string FormatBytes(uint64_t bytes) {
                 : absl::StrFormat("%.1f %s", v, kUnits[u]);
 }
 
+std::string BytesFlagText(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes == 0) return "0";
+  int u = -1;
+  while (u < 3 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u < 0 ? absl::StrCat(bytes) : absl::StrCat(bytes, kUnits[u]);
+}
+
 }  // namespace larder

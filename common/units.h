@@ -18,6 +18,9 @@ namespace larder {
 absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
 // "4.0 MiB" style, for humans.
 std::string FormatBytes(uint64_t bytes);
+// Exactly, as a flag is written: "4MiB", "256MiB", "1GiB", "4097" (the
+// largest binary unit that divides it); ParseBytes reads it back as is.
+std::string BytesFlagText(uint64_t bytes);
 
 }  // namespace larder
 

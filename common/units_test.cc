@@ -6,6 +6,19 @@
 namespace larder {
 namespace {
 
+TEST(UnitsTest, BytesFlagTextReadsBackExactly) {
+  EXPECT_EQ(BytesFlagText(4u << 20), "4MiB");
+  EXPECT_EQ(BytesFlagText(256u << 20), "256MiB");
+  EXPECT_EQ(BytesFlagText(1ull << 30), "1GiB");
+  EXPECT_EQ(BytesFlagText(1536), "1536");  // 1.5 KiB: no whole unit.
+  EXPECT_EQ(BytesFlagText(4097), "4097");
+  EXPECT_EQ(BytesFlagText(0), "0");
+  for (uint64_t v :
+       {uint64_t{0}, uint64_t{1}, uint64_t{4097}, uint64_t{3} << 10,
+        uint64_t{64} << 20, uint64_t{5} << 40, uint64_t{7} << 50})
+    EXPECT_EQ(*ParseBytes(BytesFlagText(v)), v) << v;
+}
+
 TEST(UnitsTest, ParseBytes) {
   EXPECT_EQ(*ParseBytes("4194304"), 4194304u);
   EXPECT_EQ(*ParseBytes("4MiB"), 4u << 20);

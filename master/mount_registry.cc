@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/block_key.h"
+#include "common/config.h"
 #include "common/status_macros.h"
 #include "understore/uri.h"
 
@@ -101,11 +102,11 @@ absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
   if (path == "/") return absl::InvalidArgumentError("cannot mount on '/'");
   entry.set_path(path);
   if (entry.block_size() == 0) entry.set_block_size(kDefaultBlockSize);
-  if (entry.block_size() < 4096 || entry.block_size() > (1ull << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "block size ", entry.block_size(), " out of range (4 KiB to 1 GiB)"));
+  LARDER_RETURN_IF_ERROR(CheckBlockSize(entry.block_size()));
+  if (entry.metadata_ttl_ms() == 0) {
+    entry.set_metadata_ttl_ms(
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(kDefaultMetadataTtl)));
   }
-  if (entry.metadata_ttl_ms() == 0) entry.set_metadata_ttl_ms(60000);
   if (entry.mode() > 07777) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "mode 0%o is not a permission mode (0 to 07777)", entry.mode()));

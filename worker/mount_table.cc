@@ -47,10 +47,9 @@ absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
         absl::StrCat("bad mount name '", name,
                      "' (a plain name, or a cluster path starting with '/')"));
   }
-  if (block_size < 4096 || block_size > (1ull << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad block size ",
-                                                   block_size, " for mount '",
-                                                   name, "' (4 KiB to 1 GiB)"));
+  if (absl::Status st = CheckBlockSize(block_size); !st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mount '", name, "': ", st.message()));
   }
   absl::MutexLock lock(&mu_);
   mounts_[name] = Mount{name,        std::move(uri),   std::move(credentials),

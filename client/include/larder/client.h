@@ -92,8 +92,10 @@ struct ClientOptions {
   // entries and bytes held, least recently used dropped first. Defaults
   // 1,000,000 entries, 256 MiB. A directory larger than a quarter of the
   // bytes is never cached whole (ListDir says ResourceExhausted).
-  size_t metadata_cache_entries = 1000000;
-  size_t metadata_cache_bytes = size_t{256} << 20;
+  static constexpr size_t kDefaultMetadataCacheEntries = 1000000;
+  static constexpr size_t kDefaultMetadataCacheBytes = size_t{256} << 20;
+  size_t metadata_cache_entries = kDefaultMetadataCacheEntries;
+  size_t metadata_cache_bytes = kDefaultMetadataCacheBytes;
   // Stale-if-error: when an entry's TTL has run out and the master (or its
   // under-store) cannot be reached, the expired entry is served for up to
   // this long past its TTL, logged once per path and counted. Versions
