@@ -249,7 +249,7 @@ absl::Status RunWorker(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args[0], "'"));
   LARDER_ASSIGN_OR_RETURN(WorkerOptions options, OptionsFromFlags());
-  auto mounts = std::make_unique<MountTable>();
+  auto mounts = std::make_unique<WorkerMounts>();
   LARDER_ASSIGN_OR_RETURN(uint64_t block_size,
                           ParseBytes(absl::GetFlag(FLAGS_block_size)));
   UnderStoreOptions store_options;

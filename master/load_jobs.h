@@ -42,7 +42,7 @@ class LoadJobs {
  public:
   // `channels` (the master's credentials for workers) outlives this.
   // `store` outlives this.
-  LoadJobs(MetadataCache* metadata, const Membership* membership,
+  LoadJobs(UnderStoreMetadata* metadata, const Membership* membership,
            std::shared_ptr<const ChannelFactory> channels, StateStore* store)
       : metadata_(metadata),
         membership_(membership),
@@ -81,7 +81,7 @@ class LoadJobs {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   WorkerClient& ClientFor(const std::string& address);
 
-  MetadataCache* const metadata_;
+  UnderStoreMetadata* const metadata_;
   const Membership* const membership_;
   const std::shared_ptr<const ChannelFactory> channels_;
   StateStore* const store_;

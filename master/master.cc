@@ -128,7 +128,7 @@ class MasterService final : public v1::Master::Service {
 
   MasterService(const Master* master, const MasterOptions* options,
                 MountRegistry* mounts, Membership* membership,
-                MetadataCache* metadata, InvalidationLog* invalidations,
+                UnderStoreMetadata* metadata, InvalidationLog* invalidations,
                 LoadJobs* loads, const Authorizer* auth,
                 const ChannelFactory* channels, prometheus::Registry& registry)
       : master_(master),
@@ -450,7 +450,7 @@ class MasterService final : public v1::Master::Service {
   const ChannelFactory* const channels_;
   MountRegistry* const mounts_;
   Membership* const membership_;
-  MetadataCache* const metadata_;
+  UnderStoreMetadata* const metadata_;
   InvalidationLog* const invalidations_;
   LoadJobs* const loads_;
   std::array<prometheus::Counter*, kRpcCount> rpcs_{};
@@ -573,7 +573,7 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   m->membership_ = std::make_unique<Membership>(m->options_.heartbeat_timeout,
                                                 m->options_.vnodes);
   m->metadata_ =
-      std::make_unique<MetadataCache>(m->mounts_.get(), m->options_.store);
+      std::make_unique<UnderStoreMetadata>(m->mounts_.get(), m->options_.store);
   m->invalidations_ = std::make_unique<InvalidationLog>();
   m->loads_ = std::make_unique<LoadJobs>(
       m->metadata_.get(), m->membership_.get(), m->channels_, m->store_.get());
@@ -675,7 +675,7 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
       ring_version.Set(static_cast<double>(r.version()));
       live.Set(r.workers_size());
       mounts.Set(self->mounts_->Get().mounts_size());
-      const MetadataCache::Requests req = self->metadata_->requests();
+      const UnderStoreMetadata::Requests req = self->metadata_->requests();
       stat_requests.Set(static_cast<double>(req.stats));
       list_requests.Set(static_cast<double>(req.lists));
       cache_entries.Set(static_cast<double>(self->metadata_->CachedEntries()));

@@ -118,7 +118,7 @@ class Master {
   std::shared_ptr<const ChannelFactory> channels_;
   std::unique_ptr<MountRegistry> mounts_;
   std::unique_ptr<Membership> membership_;
-  std::unique_ptr<MetadataCache> metadata_;
+  std::unique_ptr<UnderStoreMetadata> metadata_;
   std::unique_ptr<InvalidationLog> invalidations_;
   std::unique_ptr<LoadJobs> loads_;
   std::unique_ptr<grpc::Service> service_;

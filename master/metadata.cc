@@ -42,7 +42,8 @@ static uint64_t RemainingMs(absl::Time expires, absl::Time now) {
       std::max<int64_t>(1, absl::ToInt64Milliseconds(expires - now)));
 }
 
-absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
+absl::StatusOr<v1::StatResponse> UnderStoreMetadata::Stat(
+    absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
   const auto& [mount, rel] = resolved;
   const std::string cluster_path = Join(mount.path(), rel);
@@ -77,9 +78,9 @@ absl::StatusOr<v1::StatResponse> MetadataCache::Stat(absl::string_view path) {
   return resp;
 }
 
-bool MetadataCache::ListDirectoryForStat(const v1::MountEntry& mount,
-                                         const std::string& rel,
-                                         absl::Time now) {
+bool UnderStoreMetadata::ListDirectoryForStat(const v1::MountEntry& mount,
+                                              const std::string& rel,
+                                              absl::Time now) {
   if (rel.empty()) return false;  // The mount's root has no directory.
   const size_t slash = rel.rfind('/');
   const std::string dir_rel =
@@ -148,7 +149,7 @@ bool MetadataCache::ListDirectoryForStat(const v1::MountEntry& mount,
   return status.ok();
 }
 
-absl::StatusOr<v1::ListResponse> MetadataCache::List(
+absl::StatusOr<v1::ListResponse> UnderStoreMetadata::List(
     const v1::ListRequest& request) {
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(request.path()));
   const auto& [mount, rel] = resolved;
@@ -189,7 +190,7 @@ absl::StatusOr<v1::ListResponse> MetadataCache::List(
   return resp;
 }
 
-void MetadataCache::Inserted(absl::Time now) {
+void UnderStoreMetadata::Inserted(absl::Time now) {
   if (++inserts_since_sweep_ <
       std::max<size_t>(4096, (stats_.size() + lists_.size()) / 4))
     return;
@@ -206,7 +207,7 @@ void MetadataCache::Inserted(absl::Time now) {
   }
 }
 
-uint64_t MetadataCache::Invalidate(absl::string_view raw) {
+uint64_t UnderStoreMetadata::Invalidate(absl::string_view raw) {
   absl::StatusOr<std::string> path = NormalizeClusterPath(raw);
   if (!path.ok()) return 0;
   uint64_t n = 0;

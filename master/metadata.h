@@ -39,9 +39,10 @@
 
 namespace larder {
 
-class MetadataCache {
+class UnderStoreMetadata {
  public:
-  MetadataCache(const MountRegistry* mounts, UnderStoreOptions store_options)
+  UnderStoreMetadata(const MountRegistry* mounts,
+                     UnderStoreOptions store_options)
       : mounts_(mounts), stores_(std::move(store_options)) {}
 
   // Errors: NotFound (no mount, or no such object), and the under-store's.

@@ -22,8 +22,8 @@ class MetadataCacheTest : public ::testing::Test {
     e.set_uri(absl::StrCat("file://", data_.path()));
     e.set_metadata_ttl_ms(ttl_ms);
     ASSERT_TRUE(registry_->Add(e).ok());
-    cache_ =
-        std::make_unique<MetadataCache>(registry_.get(), UnderStoreOptions{});
+    cache_ = std::make_unique<UnderStoreMetadata>(registry_.get(),
+                                                  UnderStoreOptions{});
   }
   void Write(const std::string& rel, const std::string& data) {
     const std::string path = absl::StrCat(data_.path(), "/", rel);
@@ -34,7 +34,7 @@ class MetadataCacheTest : public ::testing::Test {
 
   testing::TempDir state_, data_;
   std::unique_ptr<MountRegistry> registry_;
-  std::unique_ptr<MetadataCache> cache_;
+  std::unique_ptr<UnderStoreMetadata> cache_;
 };
 
 TEST_F(MetadataCacheTest, StatMissesOfOneDirectoryShareOneListing) {

@@ -53,7 +53,7 @@ void CountServed(WorkerMetrics* m, BlockSource source, uint64_t bytes,
 }
 
 absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Create(
-    BlockStoreOptions options, const MountTable* mounts,
+    BlockStoreOptions options, const WorkerMounts* mounts,
     WorkerMetrics* metrics) {
   std::unique_ptr<BlockStore> s(
       new BlockStore(std::move(options), mounts, metrics));
@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Create(
   return s;
 }
 
-BlockStore::BlockStore(BlockStoreOptions options, const MountTable* mounts,
+BlockStore::BlockStore(BlockStoreOptions options, const WorkerMounts* mounts,
                        WorkerMetrics* metrics)
     : options_(std::move(options)),
       mounts_(mounts),

@@ -42,8 +42,8 @@
 #include "worker/cache_index.h"
 #include "worker/huge_pages.h"
 #include "worker/metrics.h"
-#include "worker/mount_table.h"
 #include "worker/nvme_tier.h"
+#include "worker/worker_mounts.h"
 
 namespace larder {
 
@@ -114,7 +114,7 @@ class BlockStore {
   // `mounts` and `metrics` must outlive the store.
   // Errors: those of NvmeTier::Open.
   static absl::StatusOr<std::unique_ptr<BlockStore>> Create(
-      BlockStoreOptions options, const MountTable* mounts,
+      BlockStoreOptions options, const WorkerMounts* mounts,
       WorkerMetrics* metrics);
   ~BlockStore();
 
@@ -187,7 +187,7 @@ class BlockStore {
     absl::StatusOr<BlockRead> result = absl::UnknownError("not finished");
   };
 
-  BlockStore(BlockStoreOptions options, const MountTable* mounts,
+  BlockStore(BlockStoreOptions options, const WorkerMounts* mounts,
              WorkerMetrics* metrics);
 
   // Looks in RAM (counting the hit); nullptr on a miss.
@@ -216,7 +216,7 @@ class BlockStore {
   void QueueNvmeWrite(std::shared_ptr<const Block> block);
 
   const BlockStoreOptions options_;
-  const MountTable* const mounts_;
+  const WorkerMounts* const mounts_;
   WorkerMetrics* const metrics_;
   std::unique_ptr<NvmeTier> nvme_;
 

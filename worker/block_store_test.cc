@@ -44,7 +44,7 @@ class BlockStoreTest : public ::testing::Test {
 
   static constexpr uint64_t kBlock = 4 << 20;
   std::shared_ptr<MemoryStore> store_;
-  MountTable mounts_;
+  WorkerMounts mounts_;
   WorkerMetrics metrics_;
 };
 

@@ -28,7 +28,7 @@
 #include "common/thread_pool.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/block_store.h"
-#include "worker/mount_table.h"
+#include "worker/worker_mounts.h"
 
 namespace larder {
 
@@ -42,11 +42,11 @@ class DataService final
   // `ring_version` (may be null: standalone) is the ring version the worker
   // last heard from the master; ReadBlock passes it on to clients. `auth`
   // checks each caller's role: EvictBlocks needs admin, the rest reader.
-  // Reads and prefetches are allowed per mount (MountTable::MayRead with
+  // Reads and prefetches are allowed per mount (WorkerMounts::MayRead with
   // the caller's token scope, or, for a caller without credentials, the
   // mounts' and files' "other" bits).
   DataService(BlockStore* store, WorkerMetrics* metrics, ThreadPool* executor,
-              const Authorizer* auth, const MountTable* mounts,
+              const Authorizer* auth, const WorkerMounts* mounts,
               const std::atomic<uint64_t>* ring_version = nullptr,
               size_t chunk_bytes = 1 << 20)
       : store_(store),
@@ -78,7 +78,7 @@ class DataService final
   WorkerMetrics* const metrics_;
   ThreadPool* const executor_;
   const Authorizer* const auth_;
-  const MountTable* const mounts_;
+  const WorkerMounts* const mounts_;
   const std::atomic<uint64_t>* const ring_version_;
   const size_t chunk_bytes_;
 };

@@ -102,7 +102,7 @@ TEST(HugePagePromoterTest, WaitsForQuietAndSkipsEvictedBlocks) {
 
 TEST(HugePagePromoterTest, BlockStoreQueuesBlocksThatAreReadAgain) {
   auto store = std::make_shared<testing::MemoryStore>();
-  MountTable mounts;
+  WorkerMounts mounts;
   ASSERT_TRUE(mounts.Add("m", store, kBlock).ok());
   const std::string data = PatternBytes(2 * kBlock, 6);
   store->Put("obj", data);

@@ -18,7 +18,7 @@
 namespace larder {
 
 absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Start(
-    Options options, BlockStore* store, MountTable* mounts) {
+    Options options, BlockStore* store, WorkerMounts* mounts) {
   std::unique_ptr<MasterLink> link(
       new MasterLink(std::move(options), store, mounts));
   LARDER_ASSIGN_OR_RETURN(

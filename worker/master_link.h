@@ -30,7 +30,7 @@
 #include "proto/master.grpc.pb.h"
 #include "understore/options.h"
 #include "worker/block_store.h"
-#include "worker/mount_table.h"
+#include "worker/worker_mounts.h"
 
 namespace larder {
 
@@ -59,16 +59,15 @@ class MasterLink {
   };
   // `store` and `mounts` must outlive the link. Errors: InvalidArgument (a
   // bad master address).
-  static absl::StatusOr<std::unique_ptr<MasterLink>> Start(Options options,
-                                                           BlockStore* store,
-                                                           MountTable* mounts);
+  static absl::StatusOr<std::unique_ptr<MasterLink>> Start(
+      Options options, BlockStore* store, WorkerMounts* mounts);
   ~MasterLink();
 
   // True once registered with the current master.
   bool registered() const { return registered_.load(); }
 
  private:
-  MasterLink(Options options, BlockStore* store, MountTable* mounts)
+  MasterLink(Options options, BlockStore* store, WorkerMounts* mounts)
       : options_(std::move(options)), store_(store), mounts_(mounts) {}
   void Loop();
   absl::Status Register();
@@ -86,7 +85,7 @@ class MasterLink {
 
   const Options options_;
   BlockStore* const store_;
-  MountTable* const mounts_;
+  WorkerMounts* const mounts_;
   std::unique_ptr<MasterConnection> master_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> registered_{false};

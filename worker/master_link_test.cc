@@ -98,7 +98,7 @@ class MasterLinkTest : public ::testing::Test {
   std::unique_ptr<Master> master_;
   std::unique_ptr<v1::Master::Stub> stub_;
   std::shared_ptr<testing::MemoryStore> objects_;
-  MountTable store_mounts_, link_mounts_;
+  WorkerMounts store_mounts_, link_mounts_;
   WorkerMetrics metrics_;
   std::unique_ptr<BlockStore> store_;
   int next_ = 0;

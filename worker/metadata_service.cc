@@ -14,7 +14,7 @@
 namespace larder {
 
 absl::StatusOr<std::unique_ptr<MetadataService>> MetadataService::Create(
-    Options options, const MountTable* mounts, WorkerMetrics* metrics) {
+    Options options, const WorkerMounts* mounts, WorkerMetrics* metrics) {
   LARDER_ASSIGN_OR_RETURN(
       std::unique_ptr<MasterConnection> master,
       MasterConnection::Create(options.master, options.channels));

@@ -19,7 +19,7 @@
 //     heard of a later one than the worker makes the worker catch up before
 //     it answers (so a client never gets back what it has just dropped).
 //   - Only paths in the master's mounts that the caller may read, decided
-//     as for its reads (MountTable::MayRead), are answered; the rest is
+//     as for its reads (WorkerMounts::MayRead), are answered; the rest is
 //     left to the master (FailedPrecondition), which decides by token.
 //
 // Thread-safe.
@@ -40,7 +40,7 @@
 #include "common/master_connection.h"
 #include "common/security.h"
 #include "worker/metrics.h"
-#include "worker/mount_table.h"
+#include "worker/worker_mounts.h"
 
 namespace larder {
 
@@ -62,7 +62,7 @@ class MetadataService {
   // `mounts` and `metrics` must outlive the service. Errors: InvalidArgument
   // (a bad master address). Nothing is contacted here.
   static absl::StatusOr<std::unique_ptr<MetadataService>> Create(
-      Options options, const MountTable* mounts, WorkerMetrics* metrics);
+      Options options, const WorkerMounts* mounts, WorkerMetrics* metrics);
 
   // The Stat of cluster path `path` for `caller`, who has heard of the
   // master's invalidations up to (`epoch`, `seq`) (0, 0: none). Errors:
@@ -85,7 +85,7 @@ class MetadataService {
   };
 
   MetadataService(Options options, std::unique_ptr<MasterConnection> master,
-                  const MountTable* mounts, WorkerMetrics* metrics)
+                  const WorkerMounts* mounts, WorkerMetrics* metrics)
       : options_(std::move(options)),
         master_(std::move(master)),
         mounts_(mounts),
@@ -101,7 +101,7 @@ class MetadataService {
 
   const Options options_;
   const std::unique_ptr<MasterConnection> master_;
-  const MountTable* const mounts_;
+  const WorkerMounts* const mounts_;
   WorkerMetrics* const metrics_;
   NodeMetadataCache cache_;
 

@@ -20,7 +20,7 @@
 namespace larder {
 
 absl::StatusOr<std::unique_ptr<ShortCircuitServer>> ShortCircuitServer::Start(
-    Options options, BlockStore* store, const MountTable* mounts,
+    Options options, BlockStore* store, const WorkerMounts* mounts,
     WorkerMetrics* metrics, MetadataService* metadata) {
   std::unique_ptr<ShortCircuitServer> s(new ShortCircuitServer(
       std::move(options), store, mounts, metrics, metadata));

@@ -48,7 +48,7 @@
 #include "proto/worker.pb.h"
 #include "worker/block_store.h"
 #include "worker/metadata_service.h"
-#include "worker/mount_table.h"
+#include "worker/worker_mounts.h"
 
 namespace larder {
 
@@ -79,14 +79,14 @@ class ShortCircuitServer {
   // `store`, `mounts`, `metrics` and `metadata` (null: STAT is left to the
   // master) must outlive the server.
   static absl::StatusOr<std::unique_ptr<ShortCircuitServer>> Start(
-      Options options, BlockStore* store, const MountTable* mounts,
+      Options options, BlockStore* store, const WorkerMounts* mounts,
       WorkerMetrics* metrics, MetadataService* metadata = nullptr);
   ~ShortCircuitServer();
   void Stop();
 
  private:
   ShortCircuitServer(Options options, BlockStore* store,
-                     const MountTable* mounts, WorkerMetrics* metrics,
+                     const WorkerMounts* mounts, WorkerMetrics* metrics,
                      MetadataService* metadata)
       : options_(std::move(options)),
         store_(store),
@@ -110,7 +110,7 @@ class ShortCircuitServer {
 
   const Options options_;
   BlockStore* const store_;
-  const MountTable* const mounts_;
+  const WorkerMounts* const mounts_;
   WorkerMetrics* const metrics_;
   MetadataService* const metadata_;
   int listen_fd_ = -1;

@@ -52,7 +52,7 @@ size_t RamBlocksFor(uint64_t fd_limit) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
-    WorkerOptions options, std::unique_ptr<MountTable> mounts) {
+    WorkerOptions options, std::unique_ptr<WorkerMounts> mounts) {
   const uint64_t fd_limit = RaiseFdLimit();
   if (options.store.ram_max_blocks == 0)
     options.store.ram_max_blocks = RamBlocksFor(fd_limit);

@@ -28,8 +28,8 @@
 #include "worker/master_link.h"
 #include "worker/metadata_service.h"
 #include "worker/metrics.h"
-#include "worker/mount_table.h"
 #include "worker/short_circuit.h"
+#include "worker/worker_mounts.h"
 
 namespace larder {
 
@@ -72,12 +72,12 @@ class Worker {
   // Errors: Unavailable (an address cannot be bound), and those of
   // BlockStore::Create.
   static absl::StatusOr<std::unique_ptr<Worker>> Start(
-      WorkerOptions options, std::unique_ptr<MountTable> mounts);
+      WorkerOptions options, std::unique_ptr<WorkerMounts> mounts);
   ~Worker();
 
   int grpc_port() const { return grpc_port_; }
   int ops_port() const { return ops_ ? ops_->port() : 0; }
-  MountTable& mounts() { return *mounts_; }
+  WorkerMounts& mounts() { return *mounts_; }
   BlockStore& store() { return *store_; }
   WorkerMetrics& metrics() { return metrics_; }
   // Null when standalone.
@@ -87,11 +87,11 @@ class Worker {
   void Shutdown();
 
  private:
-  Worker(WorkerOptions options, std::unique_ptr<MountTable> mounts)
+  Worker(WorkerOptions options, std::unique_ptr<WorkerMounts> mounts)
       : options_(std::move(options)), mounts_(std::move(mounts)) {}
 
   const WorkerOptions options_;
-  std::unique_ptr<MountTable> mounts_;
+  std::unique_ptr<WorkerMounts> mounts_;
   WorkerMetrics metrics_;
   std::unique_ptr<BlockStore> store_;
   std::atomic<uint64_t> ring_version_{0};  // Last heard from the master.

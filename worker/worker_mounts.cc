@@ -1,5 +1,5 @@
 // Copyright 2026 The Larder Authors.
-#include "worker/mount_table.h"
+#include "worker/worker_mounts.h"
 
 #include <unistd.h>
 
@@ -11,35 +11,36 @@
 
 namespace larder {
 
-absl::Status MountTable::Add(const std::string& name,
-                             std::shared_ptr<UnderStore> store,
-                             uint64_t block_size) {
+absl::Status WorkerMounts::Add(const std::string& name,
+                               std::shared_ptr<UnderStore> store,
+                               uint64_t block_size) {
   std::string uri = store->DebugString();
   return AddOpened(name, std::move(uri), std::move(store), block_size);
 }
 
-absl::Status MountTable::Add(const std::string& name, const std::string& uri,
-                             uint64_t block_size,
-                             const UnderStoreOptions& options) {
+absl::Status WorkerMounts::Add(const std::string& name, const std::string& uri,
+                               uint64_t block_size,
+                               const UnderStoreOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<UnderStore> store,
                           OpenUnderStore(uri, options));
   return AddOpened(name, uri, std::shared_ptr<UnderStore>(std::move(store)),
                    block_size);
 }
 
-absl::Status MountTable::Add(const v1::MountEntry& entry,
-                             std::shared_ptr<UnderStore> store) {
+absl::Status WorkerMounts::Add(const v1::MountEntry& entry,
+                               std::shared_ptr<UnderStore> store) {
   const MountAccess access = MountAccessOf(entry);
   return AddOpened(entry.path(), entry.uri(), std::move(store),
                    entry.block_size(), entry.credentials(), access,
                    absl::Milliseconds(entry.metadata_ttl_ms()));
 }
 
-absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
-                                   std::shared_ptr<UnderStore> store,
-                                   uint64_t block_size, std::string credentials,
-                                   MountAccess access,
-                                   absl::Duration metadata_ttl) {
+absl::Status WorkerMounts::AddOpened(const std::string& name, std::string uri,
+                                     std::shared_ptr<UnderStore> store,
+                                     uint64_t block_size,
+                                     std::string credentials,
+                                     MountAccess access,
+                                     absl::Duration metadata_ttl) {
   // A flag-defined mount has a plain name; a master-defined one is a cluster
   // path ("/datasets/imagenet").
   if (name.empty() || (name.find('/') != std::string::npos && name[0] != '/')) {
@@ -58,7 +59,7 @@ absl::Status MountTable::AddOpened(const std::string& name, std::string uri,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Mount> MountTable::GetCovering(absl::string_view path) const {
+absl::StatusOr<Mount> WorkerMounts::GetCovering(absl::string_view path) const {
   absl::StatusOr<Mount> m = FindCovering(path);
   if (m.ok() || path.empty() || path[0] != '/') return m;
   std::function<void()> hook;
@@ -71,7 +72,7 @@ absl::StatusOr<Mount> MountTable::GetCovering(absl::string_view path) const {
   return FindCovering(path);
 }
 
-absl::StatusOr<Mount> MountTable::FindCovering(absl::string_view path) const {
+absl::StatusOr<Mount> WorkerMounts::FindCovering(absl::string_view path) const {
   if (path.empty() || path[0] != '/')
     return absl::NotFoundError(absl::StrCat("'", path, "' is no cluster path"));
   absl::MutexLock lock(&mu_);
@@ -82,7 +83,7 @@ absl::StatusOr<Mount> MountTable::FindCovering(absl::string_view path) const {
   return absl::NotFoundError(absl::StrCat("no mount holds '", path, "'"));
 }
 
-absl::StatusOr<Mount> MountTable::Find(absl::string_view name) const {
+absl::StatusOr<Mount> WorkerMounts::Find(absl::string_view name) const {
   absl::MutexLock lock(&mu_);
   auto it = mounts_.find(name);
   if (it == mounts_.end())
@@ -90,8 +91,8 @@ absl::StatusOr<Mount> MountTable::Find(absl::string_view name) const {
   return it->second;
 }
 
-absl::Status MountTable::MayRead(const Caller& caller,
-                                 const BlockId& id) const {
+absl::Status WorkerMounts::MayRead(const Caller& caller,
+                                   const BlockId& id) const {
   MountAccess access;
   std::shared_ptr<UnderStore> store;
   {
@@ -121,7 +122,7 @@ absl::Status MountTable::MayRead(const Caller& caller,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {
+absl::StatusOr<Mount> WorkerMounts::Get(absl::string_view name) const {
   absl::StatusOr<Mount> m = Find(name);
   if (m.ok() || name.empty() || name[0] != '/') return m;
   std::function<void()> hook;
@@ -134,19 +135,19 @@ absl::StatusOr<Mount> MountTable::Get(absl::string_view name) const {
   return Find(name);
 }
 
-void MountTable::SetMissHook(std::function<void()> hook) {
+void WorkerMounts::SetMissHook(std::function<void()> hook) {
   absl::MutexLock lock(&mu_);
   miss_hook_ = std::move(hook);
 }
 
-std::vector<Mount> MountTable::List() const {
+std::vector<Mount> WorkerMounts::List() const {
   absl::MutexLock lock(&mu_);
   std::vector<Mount> out;
   for (const auto& [k, v] : mounts_) out.push_back(v);
   return out;
 }
 
-void MountTable::RetainOnly(const v1::MountTable& table) {
+void WorkerMounts::RetainOnly(const v1::MountTable& table) {
   absl::MutexLock lock(&mu_);
   for (auto it = mounts_.begin(); it != mounts_.end();) {
     bool keep = it->first[0] != '/';
@@ -160,9 +161,9 @@ void MountTable::RetainOnly(const v1::MountTable& table) {
   }
 }
 
-absl::Status MountTable::AddFromFlags(const std::vector<std::string>& entries,
-                                      uint64_t block_size,
-                                      const UnderStoreOptions& options) {
+absl::Status WorkerMounts::AddFromFlags(const std::vector<std::string>& entries,
+                                        uint64_t block_size,
+                                        const UnderStoreOptions& options) {
   for (const std::string& e : entries) {
     if (e.empty()) continue;
     size_t eq = e.find('=');

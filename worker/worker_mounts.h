@@ -1,14 +1,14 @@
 // Copyright 2026 The Larder Authors.
 //
 // -----------------------------------------------------------------------------
-// File: mount_table.h
+// File: worker_mounts.h
 // -----------------------------------------------------------------------------
 //
 // The worker's view of the cluster's mounts: name -> opened under-store and
 // block size. Filled from --mount flags today (and by the master later).
 // Thread-safe; under-stores are shared and outlive any in-flight fetch.
-#ifndef LARDER_WORKER_MOUNT_TABLE_H_
-#define LARDER_WORKER_MOUNT_TABLE_H_
+#ifndef LARDER_WORKER_WORKER_MOUNTS_H_
+#define LARDER_WORKER_WORKER_MOUNTS_H_
 
 #include <functional>
 #include <memory>
@@ -42,7 +42,7 @@ struct Mount {
   absl::Duration metadata_ttl = absl::ZeroDuration();
 };
 
-class MountTable {
+class WorkerMounts {
  public:
   // Opens the store and adds (or replaces) the mount. Errors: those of
   // OpenUnderStore; InvalidArgument for a bad name or block size.
@@ -105,4 +105,4 @@ class MountTable {
 
 }  // namespace larder
 
-#endif  // LARDER_WORKER_MOUNT_TABLE_H_
+#endif  // LARDER_WORKER_WORKER_MOUNTS_H_
