@@ -17,13 +17,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "client/local_leases.h"
 #include "client/metadata_cache.h"
 #include "client/metadata_view.h"
 #include "client/short_circuit_client.h"
@@ -43,22 +43,6 @@
 
 namespace larder {
 namespace {
-
-bool WorkerFailure(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-    case absl::StatusCode::kAborted:
-      return true;
-    default:
-      return false;  // NotFound, FailedPrecondition...: the object, not the
-                     // worker.
-  }
-}
 
 // The under-store options of the direct-read fallback: see
 // ClientOptions::fallback_file_roots.
@@ -672,7 +656,7 @@ class ClientImpl final : public Client, private MetadataView::Backend {
       if (owners.empty()) continue;
       const v1::WorkerInfo& w = owners[0];
       if (ShortCircuitTo(w)) {
-        if (FindLease(w.short_circuit_socket(), id) == nullptr)
+        if (local_.Find(w.short_circuit_socket(), id) == nullptr)
           local[w.short_circuit_socket()].push_back(id);
       } else {
         by_worker[w.address()].push_back(id);
@@ -680,7 +664,7 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     }
     for (auto& [socket, blocks] : local) {
       lease_ahead_pool_->Schedule([this, socket = socket, blocks = blocks] {
-        LeaseAhead(socket, blocks);
+        local_.LeaseAhead(socket, blocks);
       });
     }
     for (auto& [address, blocks] : by_worker) {
@@ -766,18 +750,18 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     }
     if (socket.empty()) return std::nullopt;
     absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
-        TakeShortCircuit(socket);
+        local_.Take(socket);
     if (!sc.ok()) return std::nullopt;
     absl::StatusOr<ShortCircuitClient::StatAnswer> a =
         (*sc)->Stat(key, epoch, seq);
     if ((*sc)->refused()) {
-      NoteShortCircuitRefused(socket, a.status());
+      local_.NoteRefused(socket, a.status());
       return std::nullopt;
     }
     // A connection that failed to carry the exchange is not reused.
     if (a.ok() || (a.status().code() != absl::StatusCode::kUnavailable &&
                    a.status().code() != absl::StatusCode::kInternal)) {
-      GiveShortCircuit(socket, *std::move(sc));
+      local_.Give(socket, *std::move(sc));
     }
     if (!a.ok()) {
       if (a.status().code() == absl::StatusCode::kUnimplemented)
@@ -911,28 +895,7 @@ class ClientImpl final : public Client, private MetadataView::Backend {
   // node and has a socket).
   bool ShortCircuitTo(const v1::WorkerInfo& w) const {
     return w.node() == options_.node && !w.short_circuit_socket().empty() &&
-           !ShortCircuitRefused(w.short_circuit_socket());
-  }
-
-  // A worker that refused this process on its short-circuit socket (its
-  // uid/gid is not allowed there) is read over gRPC from then on, where the
-  // process's token or certificate decides.
-  bool ShortCircuitRefused(const std::string& socket) const {
-    if (!any_sc_refused_.load(std::memory_order_acquire)) return false;
-    absl::MutexLock lock(&sc_refused_mu_);
-    return sc_refused_.contains(socket);
-  }
-  void NoteShortCircuitRefused(const std::string& socket,
-                               const absl::Status& why) {
-    {
-      absl::MutexLock lock(&sc_refused_mu_);
-      if (!sc_refused_.insert(socket).second) return;
-      any_sc_refused_.store(true, std::memory_order_release);
-    }
-    LARDER_LOG(WARNING, "client.short_circuit_refused")
-        .Field("socket", socket)
-        .Field("status", why)
-        .Field("detail", "reading this worker over gRPC");
+           !local_.Refused(w.short_circuit_socket());
   }
 
   absl::StatusOr<size_t> ReadFromWorker(const v1::WorkerInfo& w,
@@ -940,8 +903,8 @@ class ClientImpl final : public Client, private MetadataView::Backend {
                                         absl::Span<char> out) {
     uint64_t ring = 0;
     if (ShortCircuitTo(w)) {
-      LARDER_ASSIGN_OR_RETURN(std::shared_ptr<CachedLease> lease,
-                              LeaseFrom(w.short_circuit_socket(), id));
+      LARDER_ASSIGN_OR_RETURN(std::shared_ptr<LocalLeases::Lease> lease,
+                              local_.From(w.short_circuit_socket(), id));
       // No lease without an error: the socket cannot be reached; the same
       // worker is read over gRPC.
       if (lease) {
@@ -958,66 +921,6 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     if (n.ok()) ++grpc_blocks_;
     NoteRingVersion(ring);
     return n;
-  }
-
-  // Short-circuit leases are kept for a while, so a reader that reads a
-  // block in pieces (FUSE asks for 1 MiB at a time) opens it once. The fd
-  // stays valid even after the worker evicts the block (a sealed memfd or an
-  // unlinked file keeps its bytes), so a kept lease never returns wrong data;
-  // it only keeps the memory alive a little longer. Bounded by count and age.
-  struct CachedLease {
-    CachedLease(std::shared_ptr<ShortCircuitClient> c,
-                ShortCircuitClient::Lease l)
-        : conn(std::move(c)), lease(std::move(l)) {}
-    // Closes the fd and gives the lease back, on the connection that
-    // granted it (lease ids are per connection), once no reader holds it.
-    ~CachedLease() { conn->Release(lease).IgnoreError(); }
-    const std::shared_ptr<ShortCircuitClient> conn;
-    ShortCircuitClient::Lease lease;
-    absl::Time expires = absl::Now() + kLeaseKeep;
-  };
-  static constexpr size_t kLeasesKept = 32;
-  static constexpr absl::Duration kLeaseKeep =
-      absl::Seconds(10);  // The worker's lease lasts 30 s.
-
-  // `ids` opened on a connection to the worker at `socket` (one exchange
-  // per 64 blocks); nullopt when the socket cannot be reached or refuses
-  // this process (noted: that worker is read over gRPC from then on).
-  struct Opened {
-    std::shared_ptr<ShortCircuitClient> conn;
-    std::vector<absl::StatusOr<ShortCircuitClient::Lease>> leases;
-  };
-  std::optional<Opened> OpenOn(const std::string& socket,
-                               const std::vector<BlockId>& ids) {
-    absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
-        TakeShortCircuit(socket);
-    if (!sc.ok()) return std::nullopt;
-    Opened o{*std::move(sc), {}};
-    o.leases = o.conn->OpenBatch(ids);
-    if (o.conn->refused()) {
-      NoteShortCircuitRefused(
-          socket, o.leases.empty() ? absl::Status() : o.leases[0].status());
-      return std::nullopt;
-    }
-    return o;
-  }
-
-  // Opens `ids` on the worker at `socket` in one exchange and keeps the
-  // leases for the reads to come; failures are left to those reads.
-  void LeaseAhead(const std::string& socket, const std::vector<BlockId>& ids) {
-    std::optional<Opened> o = OpenOn(socket, ids);
-    if (!o) return;
-    bool failed = false;
-    for (size_t i = 0; i < o->leases.size() && i < ids.size(); ++i) {
-      if (o->leases[i].ok()) {
-        KeepLease(
-            socket, ids[i],
-            std::make_shared<CachedLease>(o->conn, std::move(*o->leases[i])));
-      } else {
-        failed = failed || WorkerFailure(o->leases[i].status());
-      }
-    }
-    if (!failed) GiveShortCircuit(socket, std::move(o->conn));
   }
 
   // A FileBatch: per file, its blocks, each held as a lease of the local
@@ -1050,8 +953,7 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     ~BatchImpl() override {
       for (Held& h : held_) {
         h.conn->ReleaseBatch(h.leases).IgnoreError();
-        if (!h.worker_failed)
-          client_->GiveShortCircuit(h.socket, std::move(h.conn));
+        if (!h.worker_failed) client_->local_.Give(h.socket, std::move(h.conn));
       }
     }
     size_t size() const override { return files_.size(); }
@@ -1108,7 +1010,7 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     std::vector<BlockId> ids;
     ids.reserve(parts.size());
     for (const BatchImpl::Part* p : parts) ids.push_back(p->id);
-    std::optional<Opened> o = OpenOn(socket, ids);
+    std::optional<LocalLeases::Opened> o = local_.OpenOn(socket, ids);
     if (!o) return;
     std::vector<absl::StatusOr<ShortCircuitClient::Lease>>& leases = o->leases;
     BatchImpl::Held& held = batch.held_.emplace_back();
@@ -1129,29 +1031,6 @@ class ClientImpl final : public Client, private MetadataView::Backend {
       if (index[k] >= 0) parts[k]->lease = &held.leases[index[k]];
   }
 
-  // A lease on `id` from the worker at `socket`: kept, or opened now; null
-  // (and no error) when the socket cannot be reached (a worker without one,
-  // or in another container): read that worker over gRPC. Errors are the
-  // worker's answer.
-  absl::StatusOr<std::shared_ptr<CachedLease>> LeaseFrom(
-      const std::string& socket, const BlockId& id) {
-    if (std::shared_ptr<CachedLease> kept = FindLease(socket, id)) return kept;
-    absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
-        TakeShortCircuit(socket);
-    if (!sc.ok()) return std::shared_ptr<CachedLease>();
-    absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
-    if (!opened.ok() && (*sc)->refused()) {
-      NoteShortCircuitRefused(socket, opened.status());
-      return std::shared_ptr<CachedLease>();
-    }
-    if (opened.ok() || !WorkerFailure(opened.status()))
-      GiveShortCircuit(socket, *sc);
-    if (!opened.ok()) return opened.status();
-    auto lease = std::make_shared<CachedLease>(*sc, std::move(*opened));
-    KeepLease(socket, id, lease);
-    return lease;
-  }
-
  public:
   // The object of `first` (block 0) lent whole by the worker on this node,
   // if that worker owns every one of its `blocks` blocks.
@@ -1168,19 +1047,19 @@ class ClientImpl final : public Client, private MetadataView::Backend {
       socket = owners[0].short_circuit_socket();
     }
     LARDER_ASSIGN_OR_RETURN(std::shared_ptr<ShortCircuitClient> sc,
-                            TakeShortCircuit(socket));
+                            local_.Take(socket));
     absl::StatusOr<ShortCircuitClient::Lease> lease = sc->OpenObject(first);
     if (!lease.ok() && sc->refused()) {
-      NoteShortCircuitRefused(socket, lease.status());
+      local_.NoteRefused(socket, lease.status());
       return absl::FailedPreconditionError(
           "the worker on this node refused short-circuit to this process");
     }
     if (!lease.ok()) {
-      if (!WorkerFailure(lease.status())) GiveShortCircuit(socket, sc);
+      if (!WorkerFailure(lease.status())) local_.Give(socket, sc);
       return lease.status();
     }
-    GiveShortCircuit(socket, sc);
-    auto held = std::make_shared<CachedLease>(sc, *lease);
+    local_.Give(socket, sc);
+    auto held = std::make_shared<LocalLeases::Lease>(sc, *lease);
     return LocalSlice{lease->fd, 0, lease->length,
                       std::shared_ptr<const void>(held, held.get())};
   }
@@ -1191,8 +1070,8 @@ class ClientImpl final : public Client, private MetadataView::Backend {
   // Decided here, once per block.
   absl::StatusOr<ReadPiece> ReadBlockPiece(const BlockId& id, uint64_t offset,
                                            uint64_t length) {
-    auto slice =
-        [&](std::shared_ptr<CachedLease> lease) -> absl::StatusOr<ReadPiece> {
+    auto slice = [&](std::shared_ptr<LocalLeases::Lease> lease)
+        -> absl::StatusOr<ReadPiece> {
       if (lease->lease.length < offset + length)
         return absl::InternalError("short block from the local worker");
       ++sc_blocks_;
@@ -1204,14 +1083,14 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     };
     std::vector<v1::WorkerInfo> owners = Owners(id, 1);
     if (!owners.empty() && ShortCircuitTo(owners[0])) {
-      if (std::shared_ptr<CachedLease> kept =
-              FindLease(owners[0].short_circuit_socket(), id))
+      if (std::shared_ptr<LocalLeases::Lease> kept =
+              local_.Find(owners[0].short_circuit_socket(), id))
         return slice(std::move(kept));
     }
     owners = HealthyFirst(WhereCached(id, std::move(owners)));
     if (!owners.empty() && ShortCircuitTo(owners[0])) {
-      absl::StatusOr<std::shared_ptr<CachedLease>> lease =
-          LeaseFrom(owners[0].short_circuit_socket(), id);
+      absl::StatusOr<std::shared_ptr<LocalLeases::Lease>> lease =
+          local_.From(owners[0].short_circuit_socket(), id);
       if (lease.ok() && *lease) return slice(*std::move(lease));
       if (!lease.ok()) {
         if (!WorkerFailure(lease.status())) return lease.status();
@@ -1224,75 +1103,6 @@ class ClientImpl final : public Client, private MetadataView::Backend {
   }
 
  private:
-  static std::string LeaseKey(const std::string& socket, const BlockId& id) {
-    return absl::StrCat(socket, "|", KeyToBytes(id.Key()));
-  }
-
-  std::shared_ptr<CachedLease> FindLease(const std::string& socket,
-                                         const BlockId& id) {
-    absl::MutexLock lock(&lease_mu_);
-    auto it = leases_.find(LeaseKey(socket, id));
-    if (it == leases_.end() || it->second->expires < absl::Now())
-      return nullptr;
-    return it->second;
-  }
-
-  void KeepLease(const std::string& socket, const BlockId& id,
-                 std::shared_ptr<CachedLease> lease) {
-    // Dropped leases are released by their destructors, after the lock.
-    std::vector<std::shared_ptr<CachedLease>> dropped;
-    absl::MutexLock lock(&lease_mu_);
-    const absl::Time now = absl::Now();
-    while (!lease_order_.empty() &&
-           (leases_.size() >= kLeasesKept || FrontExpired(now))) {
-      auto it = leases_.find(lease_order_.front());
-      lease_order_.pop_front();
-      if (it == leases_.end()) continue;
-      dropped.push_back(std::move(it->second));
-      leases_.erase(it);
-    }
-    // A concurrent reader may have kept one first; ours then goes with its
-    // last reader.
-    const std::string key = LeaseKey(socket, id);
-    if (leases_.try_emplace(key, std::move(lease)).second)
-      lease_order_.push_back(key);
-  }
-
-  bool FrontExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_) {
-    auto it = leases_.find(lease_order_.front());
-    return it == leases_.end() || it->second->expires < now;
-  }
-
-  // A pool of short-circuit connections per socket (one request at a time
-  // each), so parallel block reads do not queue behind each other.
-  absl::StatusOr<std::shared_ptr<ShortCircuitClient>> TakeShortCircuit(
-      const std::string& socket) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto& idle = short_circuit_[socket];
-      if (!idle.empty()) {
-        auto c = std::move(idle.back());
-        idle.pop_back();
-        return c;
-      }
-    }
-    absl::StatusOr<std::unique_ptr<ShortCircuitClient>> c =
-        ShortCircuitClient::Connect(socket);
-    if (!c.ok()) {
-      // A socket served by an untrusted user: read that worker over gRPC.
-      if (c.status().code() == absl::StatusCode::kPermissionDenied)
-        NoteShortCircuitRefused(socket, c.status());
-      return c.status();
-    }
-    return std::shared_ptr<ShortCircuitClient>(*std::move(c));
-  }
-  void GiveShortCircuit(const std::string& socket,
-                        std::shared_ptr<ShortCircuitClient> c) {
-    absl::MutexLock lock(&mu_);
-    auto& idle = short_circuit_[socket];
-    if (idle.size() < 16) idle.push_back(std::move(c));
-  }
-
   absl::Status ReadFromUnderStore(const BlockId& id, uint64_t offset,
                                   absl::Span<char> out) {
     std::optional<v1::MountEntry> mount;
@@ -1317,10 +1127,9 @@ class ClientImpl final : public Client, private MetadataView::Backend {
 
   ClientOptions options_;
   const std::shared_ptr<const ChannelFactory> channels_;
-  std::atomic<bool> any_sc_refused_{false};
-  mutable absl::Mutex sc_refused_mu_;
-  absl::flat_hash_set<std::string> sc_refused_ ABSL_GUARDED_BY(sc_refused_mu_);
   std::unique_ptr<MasterConnection> master_;
+  // Connections to, and leases from, the workers on this node.
+  LocalLeases local_;
   std::unique_ptr<ThreadPool> pool_, lease_ahead_pool_;
   mutable absl::Mutex mu_;
   HashRing ring_ ABSL_GUARDED_BY(mu_);
@@ -1343,9 +1152,6 @@ class ClientImpl final : public Client, private MetadataView::Backend {
   std::thread poller_;
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> workers_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string,
-                      std::vector<std::shared_ptr<ShortCircuitClient>>>
-      short_circuit_ ABSL_GUARDED_BY(mu_);
   // Mounts opened for the under-store fallback.
   MountStores fallback_stores_{FallbackStoreOptions(options_)};
   absl::flat_hash_map<std::string, absl::Time> suspect_until_
@@ -1357,10 +1163,6 @@ class ClientImpl final : public Client, private MetadataView::Backend {
   absl::Mutex located_mu_;
   absl::flat_hash_map<std::string, Located> located_
       ABSL_GUARDED_BY(located_mu_);
-  absl::Mutex lease_mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<CachedLease>> leases_
-      ABSL_GUARDED_BY(lease_mu_);
-  std::deque<std::string> lease_order_ ABSL_GUARDED_BY(lease_mu_);
   std::atomic<uint64_t> sc_blocks_{0}, grpc_blocks_{0}, under_store_blocks_{0},
       failovers_{0}, ring_refreshes_{0};
 };

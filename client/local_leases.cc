@@ -1,0 +1,159 @@
+// Copyright 2026 The Larder Authors.
+#include "client/local_leases.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/block_proto.h"
+#include "common/log.h"
+
+namespace larder {
+
+bool WorkerFailure(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;  // NotFound, FailedPrecondition...: the object, not the
+                     // worker.
+  }
+}
+
+bool LocalLeases::Refused(const std::string& socket) const {
+  if (!any_refused_.load(std::memory_order_acquire)) return false;
+  absl::MutexLock lock(&refused_mu_);
+  return refused_.contains(socket);
+}
+
+void LocalLeases::NoteRefused(const std::string& socket,
+                              const absl::Status& why) {
+  {
+    absl::MutexLock lock(&refused_mu_);
+    if (!refused_.insert(socket).second) return;
+    any_refused_.store(true, std::memory_order_release);
+  }
+  LARDER_LOG(WARNING, "client.short_circuit_refused")
+      .Field("socket", socket)
+      .Field("status", why)
+      .Field("detail", "reading this worker over gRPC");
+}
+
+absl::StatusOr<std::shared_ptr<ShortCircuitClient>> LocalLeases::Take(
+    const std::string& socket) {
+  {
+    absl::MutexLock lock(&pool_mu_);
+    auto& idle = idle_[socket];
+    if (!idle.empty()) {
+      auto c = std::move(idle.back());
+      idle.pop_back();
+      return c;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<ShortCircuitClient>> c =
+      ShortCircuitClient::Connect(socket);
+  if (!c.ok()) {
+    // A socket served by an untrusted user: read that worker over gRPC.
+    if (c.status().code() == absl::StatusCode::kPermissionDenied)
+      NoteRefused(socket, c.status());
+    return c.status();
+  }
+  return std::shared_ptr<ShortCircuitClient>(*std::move(c));
+}
+
+void LocalLeases::Give(const std::string& socket,
+                       std::shared_ptr<ShortCircuitClient> c) {
+  absl::MutexLock lock(&pool_mu_);
+  auto& idle = idle_[socket];
+  if (idle.size() < 16) idle.push_back(std::move(c));
+}
+
+std::optional<LocalLeases::Opened> LocalLeases::OpenOn(
+    const std::string& socket, const std::vector<BlockId>& ids) {
+  absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc = Take(socket);
+  if (!sc.ok()) return std::nullopt;
+  Opened o{*std::move(sc), {}};
+  o.leases = o.conn->OpenBatch(ids);
+  if (o.conn->refused()) {
+    NoteRefused(socket,
+                o.leases.empty() ? absl::Status() : o.leases[0].status());
+    return std::nullopt;
+  }
+  return o;
+}
+
+void LocalLeases::LeaseAhead(const std::string& socket,
+                             const std::vector<BlockId>& ids) {
+  std::optional<Opened> o = OpenOn(socket, ids);
+  if (!o) return;
+  bool failed = false;
+  for (size_t i = 0; i < o->leases.size() && i < ids.size(); ++i) {
+    if (o->leases[i].ok()) {
+      Keep(socket, ids[i],
+           std::make_shared<Lease>(o->conn, std::move(*o->leases[i])));
+    } else {
+      failed = failed || WorkerFailure(o->leases[i].status());
+    }
+  }
+  if (!failed) Give(socket, std::move(o->conn));
+}
+
+absl::StatusOr<std::shared_ptr<LocalLeases::Lease>> LocalLeases::From(
+    const std::string& socket, const BlockId& id) {
+  if (std::shared_ptr<Lease> kept = Find(socket, id)) return kept;
+  absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc = Take(socket);
+  if (!sc.ok()) return std::shared_ptr<Lease>();
+  absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
+  if (!opened.ok() && (*sc)->refused()) {
+    NoteRefused(socket, opened.status());
+    return std::shared_ptr<Lease>();
+  }
+  if (opened.ok() || !WorkerFailure(opened.status())) Give(socket, *sc);
+  if (!opened.ok()) return opened.status();
+  auto lease = std::make_shared<Lease>(*sc, std::move(*opened));
+  Keep(socket, id, lease);
+  return lease;
+}
+
+std::string LocalLeases::Key(const std::string& socket, const BlockId& id) {
+  return absl::StrCat(socket, "|", KeyToBytes(id.Key()));
+}
+
+std::shared_ptr<LocalLeases::Lease> LocalLeases::Find(const std::string& socket,
+                                                      const BlockId& id) {
+  absl::MutexLock lock(&lease_mu_);
+  auto it = leases_.find(Key(socket, id));
+  if (it == leases_.end() || it->second->expires < absl::Now()) return nullptr;
+  return it->second;
+}
+
+void LocalLeases::Keep(const std::string& socket, const BlockId& id,
+                       std::shared_ptr<Lease> lease) {
+  // Dropped leases are released by their destructors, after the lock.
+  std::vector<std::shared_ptr<Lease>> dropped;
+  absl::MutexLock lock(&lease_mu_);
+  const absl::Time now = absl::Now();
+  while (!order_.empty() && (leases_.size() >= kKept || FrontExpired(now))) {
+    auto it = leases_.find(order_.front());
+    order_.pop_front();
+    if (it == leases_.end()) continue;
+    dropped.push_back(std::move(it->second));
+    leases_.erase(it);
+  }
+  // A concurrent reader may have kept one first; ours then goes with its
+  // last reader.
+  const std::string key = Key(socket, id);
+  if (leases_.try_emplace(key, std::move(lease)).second) order_.push_back(key);
+}
+
+bool LocalLeases::FrontExpired(absl::Time now) {
+  auto it = leases_.find(order_.front());
+  return it == leases_.end() || it->second->expires < now;
+}
+
+}  // namespace larder
