@@ -1,11 +1,19 @@
 // Copyright 2026 The Larder Authors.
 #include "client/metadata_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "understore/uri.h"
 
 namespace larder {
+
+absl::Duration FreshFor(absl::Duration ttl, uint64_t remaining_ms) {
+  if (remaining_ms == 0) return ttl;
+  return std::min(ttl,
+                  absl::Milliseconds(static_cast<int64_t>(
+                      std::min<uint64_t>(remaining_ms, uint64_t{1} << 40))));
+}
 namespace {
 
 // Per-entry overhead: map node, list node, shared_ptr control block.

@@ -55,6 +55,12 @@ struct MetadataCacheOptions {
   size_t max_bytes = ClientOptions::kDefaultMetadataCacheBytes;
 };
 
+// How long an answer stays fresh: its mount's `ttl`, or less when the
+// answer says it has only `remaining_ms` left (0: not said): a cache keeps
+// what is left of an answer's TTL, never a whole TTL again, so a replaced
+// object is seen within one TTL.
+absl::Duration FreshFor(absl::Duration ttl, uint64_t remaining_ms);
+
 class NodeMetadataCache {
  public:
   // One path's Stat: `status` OK with `response`, or NotFound.

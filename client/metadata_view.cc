@@ -24,16 +24,6 @@ absl::StatusOr<v1::StatResponse> Answer(const NodeMetadataCache::Stat& s) {
   return s.response;
 }
 
-// An answer the master had cached already is fresh for what was left of
-// its TTL there (`remaining_ms`; 0: not said), not a whole TTL again: a
-// replaced object is seen within one TTL.
-absl::Duration FreshFor(absl::Duration ttl, uint64_t remaining_ms) {
-  if (remaining_ms == 0) return ttl;
-  return std::min(ttl,
-                  absl::Milliseconds(static_cast<int64_t>(
-                      std::min<uint64_t>(remaining_ms, uint64_t{1} << 40))));
-}
-
 }  // namespace
 
 FileInfo FromProto(const v1::ObjectInfo& o) {
@@ -97,13 +87,16 @@ MetadataView::Fetch(const std::string& key, absl::Time now) {
   // Only paths in this client's mounts: the master gave it those for its
   // token, and the worker applies the mount's owner and mode to this
   // process.
-  if (backend_->MountOf(key)) {
+  if (std::optional<v1::MountEntry> m = backend_->MountOf(key)) {
     if (std::optional<Backend::NodeAnswer> n =
             backend_->NodeStat(key, epoch, seq)) {
       ++node_hits_;
       auto s =
           std::make_shared<const NodeMetadataCache::Stat>(std::move(n->stat));
-      cache_->PutStat(key, *s, absl::Now() + std::min(n->ttl, TtlOf(key)));
+      cache_->PutStat(
+          key, *s,
+          absl::Now() +
+              std::min(n->ttl, absl::Milliseconds(m->metadata_ttl_ms())));
       return s;
     }
   }

@@ -112,13 +112,8 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
   v1::StatResponse resp;
   const absl::Status st = FromGrpcStatus(
       master_->Call(&v1::Master::Stub::Stat, req, &resp, options_.rpc_timeout));
-  // Fresh for what was left of it in the master's cache, not a whole TTL
-  // again.
-  if (st.ok() && resp.ttl_remaining_ms() != 0) {
-    ttl = std::min(ttl,
-                   absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(
-                       resp.ttl_remaining_ms(), uint64_t{1} << 40))));
-  }
+  // Fresh for what was left of it in the master's cache.
+  if (st.ok()) ttl = FreshFor(ttl, resp.ttl_remaining_ms());
   const absl::Time now = absl::Now();
   flight->expires = now + ttl;
   if (st.ok() || st.code() == absl::StatusCode::kNotFound) {

@@ -60,7 +60,13 @@ absl::Status WorkerMounts::AddOpened(const std::string& name, std::string uri,
 }
 
 absl::StatusOr<Mount> WorkerMounts::GetCovering(absl::string_view path) const {
-  absl::StatusOr<Mount> m = FindCovering(path);
+  return WithMissHook(path, [&] { return FindCovering(path); });
+}
+
+absl::StatusOr<Mount> WorkerMounts::WithMissHook(
+    absl::string_view path,
+    absl::FunctionRef<absl::StatusOr<Mount>()> find) const {
+  absl::StatusOr<Mount> m = find();
   if (m.ok() || path.empty() || path[0] != '/') return m;
   std::function<void()> hook;
   {
@@ -69,7 +75,7 @@ absl::StatusOr<Mount> WorkerMounts::GetCovering(absl::string_view path) const {
   }
   if (!hook) return m;
   hook();
-  return FindCovering(path);
+  return find();
 }
 
 absl::StatusOr<Mount> WorkerMounts::FindCovering(absl::string_view path) const {
@@ -123,16 +129,7 @@ absl::Status WorkerMounts::MayRead(const Caller& caller,
 }
 
 absl::StatusOr<Mount> WorkerMounts::Get(absl::string_view name) const {
-  absl::StatusOr<Mount> m = Find(name);
-  if (m.ok() || name.empty() || name[0] != '/') return m;
-  std::function<void()> hook;
-  {
-    absl::MutexLock lock(&mu_);
-    hook = miss_hook_;
-  }
-  if (!hook) return m;
-  hook();
-  return Find(name);
+  return WithMissHook(name, [&] { return Find(name); });
 }
 
 void WorkerMounts::SetMissHook(std::function<void()> hook) {

@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -93,6 +94,10 @@ class WorkerMounts {
 
  private:
   absl::StatusOr<Mount> FindCovering(absl::string_view path) const;
+  // `find`, and again after the miss hook when it missed a cluster path.
+  absl::StatusOr<Mount> WithMissHook(
+      absl::string_view path,
+      absl::FunctionRef<absl::StatusOr<Mount>()> find) const;
   absl::Status AddOpened(const std::string& name, std::string uri,
                          std::shared_ptr<UnderStore> store, uint64_t block_size,
                          std::string credentials = "", MountAccess access = {},
