@@ -53,7 +53,7 @@ absl::Status MountRegistry::Reload() {
     return text.status();
   }
   absl::MutexLock lock(&mu_);
-  table_ = std::move(table);
+  mounts_ = MountSet(std::move(table));
   return absl::OkStatus();
 }
 
@@ -116,12 +116,12 @@ absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
   LARDER_ASSIGN_OR_RETURN(StoreUri uri, ParseStoreUri(entry.uri()));
   (void)uri;
   absl::MutexLock lock(&mu_);
-  for (const v1::MountEntry& m : table_.mounts()) {
+  for (const v1::MountEntry& m : mounts_.table().mounts()) {
     if (m.path() == path) {
       // The same mount again is done already (idempotent start-up
       // scripts); another one on its path is a conflict.
       if (google::protobuf::util::MessageDifferencer::Equals(m, entry))
-        return table_;
+        return mounts_.table();
       return absl::AlreadyExistsError(absl::StrCat(
           "'", path, "' is already mounted ", MountDifference(m, entry),
           "; run `larder unmount ", path, "` first to change it"));
@@ -132,12 +132,12 @@ absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
           "'", path, "' overlaps the existing mount '", m.path(), "'"));
     }
   }
-  v1::MountTable next = table_;
+  v1::MountTable next = mounts_.table();
   *next.add_mounts() = entry;
-  next.set_version(table_.version() + 1);
+  next.set_version(mounts_.version() + 1);
   LARDER_RETURN_IF_ERROR(Persist(next));
-  table_ = std::move(next);
-  return table_;
+  mounts_ = MountSet(std::move(next));
+  return mounts_.table();
 }
 
 absl::StatusOr<v1::MountTable> MountRegistry::Remove(const std::string& raw) {
@@ -145,7 +145,7 @@ absl::StatusOr<v1::MountTable> MountRegistry::Remove(const std::string& raw) {
   absl::MutexLock lock(&mu_);
   v1::MountTable next;
   bool found = false;
-  for (const v1::MountEntry& m : table_.mounts()) {
+  for (const v1::MountEntry& m : mounts_.table().mounts()) {
     if (m.path() == path) {
       found = true;
     } else {
@@ -154,15 +154,15 @@ absl::StatusOr<v1::MountTable> MountRegistry::Remove(const std::string& raw) {
   }
   if (!found)
     return absl::NotFoundError(absl::StrCat("no mount at '", path, "'"));
-  next.set_version(table_.version() + 1);
+  next.set_version(mounts_.version() + 1);
   LARDER_RETURN_IF_ERROR(Persist(next));
-  table_ = std::move(next);
-  return table_;
+  mounts_ = MountSet(std::move(next));
+  return mounts_.table();
 }
 
 v1::MountTable MountRegistry::Get() const {
   absl::MutexLock lock(&mu_);
-  return table_;
+  return mounts_.table();
 }
 
 std::vector<std::string> MountRegistry::VirtualChildren(
@@ -172,7 +172,7 @@ std::vector<std::string> MountRegistry::VirtualChildren(
   const std::string prefix = *path == "/" ? "/" : *path + "/";
   std::vector<std::string> out;
   absl::MutexLock lock(&mu_);
-  for (const v1::MountEntry& m : table_.mounts()) {
+  for (const v1::MountEntry& m : mounts_.table().mounts()) {
     if (!absl::StartsWith(m.path(), prefix)) continue;
     const size_t end = m.path().find('/', prefix.size());
     out.push_back(m.path().substr(0, end));
@@ -186,11 +186,8 @@ absl::StatusOr<std::pair<v1::MountEntry, std::string>> MountRegistry::Resolve(
     absl::string_view raw) const {
   LARDER_ASSIGN_OR_RETURN(std::string path, NormalizeClusterPath(raw));
   absl::MutexLock lock(&mu_);
-  for (const v1::MountEntry& m : table_.mounts()) {
-    if (path == m.path()) return std::make_pair(m, std::string());
-    if (absl::StartsWith(path, m.path() + "/"))
-      return std::make_pair(m, path.substr(m.path().size() + 1));
-  }
+  if (std::optional<MountSet::Resolved> r = mounts_.Resolve(path))
+    return std::make_pair(*r->entry, std::string(r->relative));
   return absl::NotFoundError(
       absl::StrCat("no mount holds '", path, "' (see larder mount)"));
 }

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/mount_set.h"
 #include "master/state_store.h"
 #include "proto/master.pb.h"
 #include "understore/uri.h"
@@ -69,7 +70,7 @@ class MountRegistry {
   std::unique_ptr<StateStore> owned_store_;
   StateStore* const store_;
   mutable absl::Mutex mu_;
-  v1::MountTable table_ ABSL_GUARDED_BY(mu_);
+  MountSet mounts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace larder

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/block_key.h"
+#include "common/mount_set.h"
 #include "common/status_macros.h"
 #include "understore/factory.h"
 #include "understore/mount_store.h"
@@ -82,10 +83,9 @@ absl::StatusOr<Mount> WorkerMounts::FindCovering(absl::string_view path) const {
   if (path.empty() || path[0] != '/')
     return absl::NotFoundError(absl::StrCat("'", path, "' is no cluster path"));
   absl::MutexLock lock(&mu_);
-  for (absl::string_view p = path; p.size() > 1;) {
-    if (auto it = mounts_.find(p); it != mounts_.end()) return it->second;
-    p = p.substr(0, p.rfind('/'));
-  }
+  const absl::string_view at = MountSet::Covering(
+      path, [&](absl::string_view p) { return mounts_.contains(p); });
+  if (!at.empty()) return mounts_.find(at)->second;
   return absl::NotFoundError(absl::StrCat("no mount holds '", path, "'"));
 }
 
