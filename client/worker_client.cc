@@ -233,6 +233,11 @@ absl::StatusOr<v1::GetStatsResponse> WorkerClient::GetStats(
 absl::StatusOr<uint64_t> WorkerClient::EvictPrefix(const std::string& prefix) {
   v1::EvictBlocksRequest req;
   req.set_path_prefix(prefix);
+  return EvictBlocks(req);
+}
+
+absl::StatusOr<uint64_t> WorkerClient::EvictBlocks(
+    const v1::EvictBlocksRequest& req) {
   v1::EvictBlocksResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, absl::Seconds(30));

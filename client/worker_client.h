@@ -70,6 +70,9 @@ class WorkerClient {
                            absl::Duration timeout = absl::Minutes(5));
   absl::StatusOr<v1::GetStatsResponse> GetStats(
       absl::Duration timeout = absl::Seconds(10));
+  // Drops the blocks `request` names (and those under its path prefix) from
+  // the worker's tiers; returns how many. Needs the admin role.
+  absl::StatusOr<uint64_t> EvictBlocks(const v1::EvictBlocksRequest& request);
   absl::StatusOr<uint64_t> EvictPrefix(const std::string& mount_path_prefix);
 
   const std::string& address() const { return address_; }

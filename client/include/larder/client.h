@@ -79,6 +79,9 @@ struct ClientOptions {
   // (the FUSE daemon, which runs as root) sets it: it must not read whatever
   // directory a mount table names; empty: no direct file:// read.
   std::optional<std::vector<std::string>> fallback_file_roots;
+  // How that direct read talks to S3, Azure and WebHDFS: timeouts, retries,
+  // the CA bundle, TLS verification. Default: HttpOptions's defaults.
+  HttpOptions fallback_http;
   // Limit on one block read from a worker. Default 60 s.
   absl::Duration worker_timeout = absl::Seconds(60);
   // How often the ring is refreshed from the master (it is also refreshed

@@ -1,0 +1,198 @@
+// Copyright 2026 The Larder Authors.
+#include "client/block_reader.h"
+
+#include "absl/strings/str_cat.h"
+#include "client/short_circuit_client.h"
+#include "common/status_macros.h"
+
+namespace larder {
+
+BlockReader::BlockReader(Options options, Router& router, LocalLeases& local,
+                         Hooks hooks)
+    : options_(std::move(options)),
+      router_(router),
+      local_(local),
+      hooks_(std::move(hooks)),
+      fallback_stores_(options_.fallback) {}
+
+BlockReader::Counters BlockReader::counters() const {
+  return {sc_blocks_.load(), grpc_blocks_.load(), under_store_blocks_.load(),
+          failovers_.load()};
+}
+
+absl::Status BlockReader::Read(const BlockId& id, uint64_t offset,
+                               absl::Span<char> out) {
+  return Failover(
+      id, out.size(),
+      [&](const Router::Candidate& c) {
+        return FromWorker(c, id, offset, out);
+      },
+      [&] { return FromUnderStore(id, offset, out); });
+}
+
+absl::StatusOr<ByteView> BlockReader::View(const BlockId& id, uint64_t offset,
+                                           uint64_t length) {
+  ByteView view;
+  auto into_buffer = [&] {
+    std::shared_ptr<char[]> buf(new char[length]);
+    view = ByteView{{absl::Span<const char>(buf.get(), length)}, {buf}};
+    return absl::Span<char>(buf.get(), length);
+  };
+  LARDER_RETURN_IF_ERROR(Failover(
+      id, length,
+      [&](const Router::Candidate& c) -> absl::StatusOr<size_t> {
+        if (c.local) return FromWorker(c, id, offset, into_buffer());
+        uint64_t ring = 0;
+        absl::StatusOr<ByteView> v = c.client->ReadBlockView(
+            id, offset, length, options_.worker_timeout, nullptr, &ring);
+        hooks_.note_ring_version(ring);
+        if (!v.ok()) return v.status();
+        ++grpc_blocks_;
+        view = *std::move(v);
+        return view.size();
+      },
+      [&] { return FromUnderStore(id, offset, into_buffer()); }));
+  return view;
+}
+
+absl::StatusOr<ReadPiece> BlockReader::Piece(const BlockId& id, uint64_t offset,
+                                             uint64_t length) {
+  auto slice = [&](std::shared_ptr<LocalLeases::Lease> lease)
+      -> absl::StatusOr<ReadPiece> {
+    if (lease->lease.length < offset + length)
+      return absl::InternalError("short block from the local worker");
+    ++sc_blocks_;
+    ReadPiece piece;
+    piece.local =
+        LocalSlice{lease->lease.fd, lease->lease.offset + offset, length,
+                   std::shared_ptr<const void>(lease, lease.get())};
+    return piece;
+  };
+  Router::Route owners = router_.Owners(id, 1);
+  if (!owners.empty() && owners.front().local) {
+    if (std::shared_ptr<LocalLeases::Lease> kept =
+            local_.Find(owners.front().worker->short_circuit_socket(), id))
+      return slice(std::move(kept));
+  }
+  const Router::Route route = router_.Order(id, std::move(owners));
+  if (!route.empty() && route.front().local) {
+    absl::StatusOr<std::shared_ptr<LocalLeases::Lease>> lease =
+        local_.From(route.front().worker->short_circuit_socket(), id);
+    if (lease.ok() && *lease) return slice(*std::move(lease));
+    if (!lease.ok()) {
+      if (!WorkerFailure(lease.status())) return lease.status();
+      router_.MarkSuspect(route.front(), lease.status());  // Fail over below.
+    }
+  }
+  ReadPiece piece;
+  LARDER_ASSIGN_OR_RETURN(piece.view, View(id, offset, length));
+  return piece;
+}
+
+absl::StatusOr<LocalSlice> BlockReader::LocalObject(const BlockId& first,
+                                                    uint64_t blocks) {
+  std::string socket;
+  BlockId id = first;
+  for (id.index = 0; id.index < blocks; ++id.index) {
+    const Router::Route owners = router_.Owners(id, 1);
+    if (owners.empty() || !owners.front().local ||
+        (!socket.empty() &&
+         owners.front().worker->short_circuit_socket() != socket))
+      return absl::FailedPreconditionError(
+          "the file's blocks are not all owned by the worker on this node");
+    socket = owners.front().worker->short_circuit_socket();
+  }
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<ShortCircuitClient> sc,
+                          local_.Take(socket));
+  absl::StatusOr<ShortCircuitClient::Lease> lease = sc->OpenObject(first);
+  if (!lease.ok() && sc->refused()) {
+    local_.NoteRefused(socket, lease.status());
+    return absl::FailedPreconditionError(
+        "the worker on this node refused short-circuit to this process");
+  }
+  if (!lease.ok()) {
+    if (!WorkerFailure(lease.status())) local_.Give(socket, sc);
+    return lease.status();
+  }
+  local_.Give(socket, sc);
+  auto held = std::make_shared<LocalLeases::Lease>(sc, *lease);
+  return LocalSlice{lease->fd, 0, lease->length,
+                    std::shared_ptr<const void>(held, held.get())};
+}
+
+absl::Status BlockReader::Failover(
+    const BlockId& id, uint64_t want,
+    absl::FunctionRef<absl::StatusOr<size_t>(const Router::Candidate&)>
+        from_worker,
+    absl::FunctionRef<absl::Status()> from_under_store) {
+  absl::Status last;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // Second: a new ring.
+    const Router::Route route =
+        router_.Candidates(id, options_.max_workers_per_block);
+    for (const Router::Candidate& c : route.candidates) {
+      absl::StatusOr<size_t> n = from_worker(c);
+      if (n.ok() && *n == want) return absl::OkStatus();
+      if (n.ok()) {
+        last = absl::InternalError(absl::StrCat("worker ", c.worker->id(),
+                                                " returned ", *n, " of ", want,
+                                                " bytes"));
+      } else {
+        last = n.status();
+        if (!WorkerFailure(last)) return last;
+      }
+      ++failovers_;
+      router_.MarkSuspect(c, last);
+    }
+    if (attempt == 0 && !hooks_.refresh_ring().ok()) break;
+  }
+  if (!options_.under_store_fallback) {
+    return last.ok() ? absl::UnavailableError("no live worker for the block")
+                     : last;
+  }
+  absl::Status st = from_under_store();
+  if (st.ok()) ++under_store_blocks_;
+  return st;
+}
+
+absl::StatusOr<size_t> BlockReader::FromWorker(const Router::Candidate& c,
+                                               const BlockId& id,
+                                               uint64_t offset,
+                                               absl::Span<char> out) {
+  if (c.local) {
+    LARDER_ASSIGN_OR_RETURN(std::shared_ptr<LocalLeases::Lease> lease,
+                            local_.From(c.worker->short_circuit_socket(), id));
+    // No lease without an error: the socket cannot be reached; the same
+    // worker is read over gRPC.
+    if (lease) {
+      absl::StatusOr<size_t> n =
+          ShortCircuitClient::ReadLease(lease->lease, offset, out);
+      if (n.ok()) ++sc_blocks_;
+      return n;
+    }
+  }
+  uint64_t ring = 0;
+  absl::StatusOr<size_t> n = c.client->ReadBlock(
+      id, offset, out, options_.worker_timeout, nullptr, &ring);
+  if (n.ok()) ++grpc_blocks_;
+  hooks_.note_ring_version(ring);
+  return n;
+}
+
+absl::Status BlockReader::FromUnderStore(const BlockId& id, uint64_t offset,
+                                         absl::Span<char> out) {
+  std::optional<v1::MountEntry> mount = hooks_.mount(id.mount);
+  if (!mount || mount->path() != id.mount)
+    return absl::NotFoundError(absl::StrCat("unknown mount ", id.mount));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store,
+                          fallback_stores_.Get(*mount));
+  LARDER_ASSIGN_OR_RETURN(
+      size_t n,
+      store->ReadRange(id.path, id.offset() + offset, out, id.version));
+  if (n != out.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(id.DebugString(), ": the object is shorter than at Open"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace larder
