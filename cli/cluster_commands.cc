@@ -1,18 +1,15 @@
 // Copyright 2026 The Larder Authors.
 //
-// The cluster subcommands of `larder`: master, mount, unmount, ls, stat, cat,
-// load, invalidate, stats, ring.
+// The cluster subcommands of `larder` that manage the cluster: mount, unmount,
+// load, invalidate, stats, ring; and what every command that calls the master
+// shares (its address, the connection, errors). The master itself:
+// master_command.cc; reading: read_commands.cc.
 #include <grp.h>
-#include <grpcpp/create_channel.h>
 #include <pwd.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <thread>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -24,7 +21,9 @@
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "client/worker_client.h"
 #include "common/block_key.h"
+#include "common/block_proto.h"
 #include "common/config.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
@@ -35,53 +34,12 @@
 #include "common/status_macros.h"
 #include "common/units.h"
 #include "larder/client.h"
-#include "master/master.h"
 #include "proto/master.grpc.pb.h"
-
-ABSL_DECLARE_FLAG(int,
-                  parallel);  // store_command.cc: also used by `larder cp`.
-ABSL_DECLARE_FLAG(bool,
-                  recursive);  // store_command.cc: also used by `larder ls`.
-
-ABSL_DECLARE_FLAG(std::vector<std::string>, allowed_file_roots);
-ABSL_DECLARE_FLAG(std::string, advertise);
 
 ABSL_FLAG(std::string, master, "",
           "Master address host:port, or the masters of an HA cluster "
           "a:7060,b:7060,c:7060 (default: $LARDER_MASTER, else "
           "127.0.0.1:7060).");
-ABSL_FLAG(std::string, state_dir, "/var/lib/larder/master",
-          "master: directory of the persisted state (mount table, ring, load "
-          "jobs); not used with --etcd.");
-ABSL_FLAG(std::string, etcd, "",
-          "master: high availability: etcd endpoints host:port,... holding "
-          "the state and electing the leader (empty: one master, state in "
-          "--state_dir).");
-ABSL_FLAG(std::string, etcd_prefix, "/larder/",
-          "master: prefix of Larder's keys in etcd.");
-ABSL_FLAG(std::string, etcd_ca_file, "",
-          "master: PEM CA bundle to verify etcd's certificate (TLS to etcd).");
-ABSL_FLAG(std::string, etcd_cert_file, "",
-          "master: PEM client certificate for etcd (--client-cert-auth).");
-ABSL_FLAG(std::string, etcd_key_file, "",
-          "master: PEM key of --etcd_cert_file.");
-ABSL_FLAG(absl::Duration, leader_lease, absl::Seconds(3),
-          "master: the leader's lease in etcd: a dead leader is replaced "
-          "within about this long (at least 2s).");
-
-ABSL_FLAG(std::string, master_listen, "127.0.0.1:7060",
-          "master: gRPC address.");
-ABSL_FLAG(std::string, master_metrics_listen, "127.0.0.1:7061",
-          "master: /metrics and /healthz (empty = off).");
-ABSL_FLAG(std::string, master_max_request_size, "4MiB",
-          "master: the largest request read (every request is read whole "
-          "before its caller is authenticated). Workers send block reports "
-          "in 256 KiB parts; 64MiB only while workers older than packed "
-          "reports still run.");
-ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
-          "master: a silent worker leaves the ring after this.");
-ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
-          "master: how often workers heartbeat.");
 ABSL_FLAG(std::string, mount_block_size,
           larder::BytesFlagText(larder::kDefaultBlockSize),
           "mount: block size of the new mount.");
@@ -142,8 +100,6 @@ std::string DescribeSecurity(const SecurityOptions& s) {
           : "");
 }
 
-namespace {
-
 std::string MasterOrDefault() {
   std::string m = MasterAddress();
   return m.empty() ? "127.0.0.1:7060" : m;
@@ -182,6 +138,16 @@ absl::Status Rpc(const grpc::Status& s) {
   return st;
 }
 
+absl::StatusOr<v1::StatResponse> StatPath(MasterConnection& master,
+                                          const std::string& path) {
+  v1::StatRequest req;
+  req.set_path(path);
+  v1::StatResponse r;
+  LARDER_RETURN_IF_ERROR(
+      Rpc(master.Call(&v1::Master::Stub::Stat, req, &r, absl::Seconds(30))));
+  return r;
+}
+
 absl::Status WantArgs(const std::vector<std::string>& args, size_t n,
                       absl::string_view usage) {
   if (args.size() != n)
@@ -194,95 +160,7 @@ std::string FormatTime(int64_t unix_ns) {
                           absl::LocalTimeZone());
 }
 
-// --- master ---------------------------------------------------------------
-
-// What the master serves, after its first line (which tests and scripts
-// wait for).
-void PrintMasterStartup(const MasterOptions& o, const Master& master) {
-  const std::string host = o.listen.substr(0, o.listen.rfind(':'));
-  std::printf(
-      "  serving      gRPC %s:%d (%s)%s\n", host.c_str(), master.port(),
-      DescribeSecurity(o.security).c_str(),
-      o.ops_listen.empty()
-          ? ", no metrics"
-          : absl::StrCat(", /metrics and /healthz on port ", master.ops_port())
-                .c_str());
-  if (o.etcd.empty()) {
-    std::printf("  state        %s (one master; no etcd)\n",
-                o.state_dir.c_str());
-  } else {
-    std::printf(
-        "  state        etcd %s, keys under %s; leader lease %s; this master "
-        "is advertised as %s\n",
-        o.etcd.c_str(), o.etcd_prefix.c_str(),
-        absl::FormatDuration(o.leader_lease).c_str(),
-        o.advertise.empty() ? "its --master_listen" : o.advertise.c_str());
-  }
-  const v1::MountTable mounts = master.Mounts();
-  if (!o.etcd.empty() && mounts.mounts().empty()) {
-    std::printf("  mounts       the leader's, from etcd\n");
-  } else {
-    std::printf("  mounts       %d%s\n", mounts.mounts_size(),
-                mounts.mounts().empty() ? " (add one with `larder mount PATH "
-                                          "URI`)"
-                                        : "");
-    for (const auto& m : mounts.mounts())
-      std::printf("               %s -> %s\n", m.path().c_str(),
-                  m.uri().c_str());
-  }
-  std::printf("  file roots   %s\n",
-              !o.store.allowed_file_roots || o.store.allowed_file_roots->empty()
-                  ? "none (file:// mounts refused; see --allowed_file_roots)"
-                  : absl::StrJoin(*o.store.allowed_file_roots, ", ").c_str());
-}
-
-absl::Status RunMaster(const std::vector<std::string>& args) {
-  LARDER_RETURN_IF_ERROR(RedirectStderrToLogFile(/*or_dev_null=*/false));
-  LARDER_RETURN_IF_ERROR(
-      WantArgs(args, 0,
-               "larder master [--master_listen=...] [--state_dir=...] "
-               "[--etcd=HOST:PORT,...]"));
-  MasterOptions o;
-  o.listen = absl::GetFlag(FLAGS_master_listen);
-  o.state_dir = absl::GetFlag(FLAGS_state_dir);
-  o.ops_listen = absl::GetFlag(FLAGS_master_metrics_listen);
-  o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
-  o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
-  o.store.http = HttpOptionsFromFlags();
-  o.store.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
-  o.security = SecurityOptionsFromFlags();
-  o.etcd = absl::GetFlag(FLAGS_etcd);
-  o.etcd_prefix = absl::GetFlag(FLAGS_etcd_prefix);
-  o.etcd_ca_file = absl::GetFlag(FLAGS_etcd_ca_file);
-  o.etcd_cert_file = absl::GetFlag(FLAGS_etcd_cert_file);
-  o.etcd_key_file = absl::GetFlag(FLAGS_etcd_key_file);
-  o.leader_lease = absl::GetFlag(FLAGS_leader_lease);
-  o.advertise = absl::GetFlag(FLAGS_advertise);
-  LARDER_ASSIGN_OR_RETURN(
-      const uint64_t max_request,
-      ParseBytes(absl::GetFlag(FLAGS_master_max_request_size)));
-  if (max_request < (64 << 10) || max_request > (1u << 30)) {
-    return absl::InvalidArgumentError(
-        "--master_max_request_size: 64KiB to 1GiB");
-  }
-  o.max_request_bytes = static_cast<int>(max_request);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  const MasterOptions shown = o;
-  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Master> master,
-                          Master::Start(std::move(o)));
-  std::printf("larder master: gRPC port %d, metrics port %d\n", master->port(),
-              master->ops_port());
-  PrintMasterStartup(shown, *master);
-  std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
-  master->Shutdown();
-  return absl::OkStatus();
-}
+namespace {
 
 // --- mount / unmount ------------------------------------------------------
 
@@ -400,201 +278,6 @@ absl::Status RunUnmount(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(Rpc(
       stub->Call(&v1::Master::Stub::RemoveMount, req, &t, absl::Seconds(10))));
   return PrintMounts(t);
-}
-
-// --- ls / stat / cat --------------------------------------------------------
-
-absl::StatusOr<std::unique_ptr<Client>> ConnectClient() {
-  ClientOptions o;
-  o.master = MasterOrDefault();
-  o.security = SecurityOptionsFromFlags();
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(o);
-  if (!c.ok() && c.status().code() == absl::StatusCode::kUnavailable) {
-    return Rpc(
-        grpc::Status(grpc::UNAVAILABLE, std::string(c.status().message())));
-  }
-  return c;
-}
-
-// --output=json: {"path": P, "entries": [{"path", "type" ("file" or
-// "directory"), "size", "version", "mtime" (RFC 3339), "mtime_unix_ms"}]},
-// written entry by entry (a listing can be long).
-absl::Status RunLs(const std::vector<std::string>& args) {
-  if (args.size() > 1)
-    return absl::InvalidArgumentError("usage: larder ls [PATH] [--recursive]");
-  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
-  LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
-  const std::string path = args.empty() ? "/" : args[0];
-  if (json)
-    std::printf("{\"path\": %s, \"entries\": [", DumpJson(Json(path)).c_str());
-  std::string token;
-  const char* separator = "\n  ";
-  do {
-    LARDER_ASSIGN_OR_RETURN(
-        ListResult page,
-        client->List(path, token, 1000, absl::GetFlag(FLAGS_recursive)));
-    for (const FileInfo& e : page.entries) {
-      if (json) {
-        std::printf("%s%s", separator,
-                    DumpJson(FileJson(e.path, e.is_dir, e.size, e.version,
-                                      absl::ToUnixNanos(e.mtime)))
-                        .c_str());
-        separator = ",\n  ";
-      } else if (e.is_dir) {
-        std::printf("%12s  %-19s  %s/\n", "DIR", "", e.path.c_str());
-      } else {
-        std::printf("%12llu  %s  %s\n", static_cast<unsigned long long>(e.size),
-                    absl::FormatTime("%Y-%m-%d %H:%M:%S", e.mtime,
-                                     absl::LocalTimeZone())
-                        .c_str(),
-                    e.path.c_str());
-      }
-    }
-    token = page.next_page_token;
-  } while (!token.empty());
-  if (json) std::printf("\n]}\n");
-  return absl::OkStatus();
-}
-
-absl::Status RunStat(const std::vector<std::string>& args) {
-  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder stat PATH"));
-  v1::StatRequest req;
-  req.set_path(args[0]);
-  v1::StatResponse r;
-  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
-  LARDER_RETURN_IF_ERROR(
-      Rpc(stub->Call(&v1::Master::Stub::Stat, req, &r, absl::Seconds(30))));
-  const uint64_t blocks =
-      BlockCount(r.info().size(), std::max<uint64_t>(1, r.block_size()));
-  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
-  if (json) {
-    Json doc = FileJson(r.info().path(), r.info().is_dir(), r.info().size(),
-                        r.info().version(), r.info().mtime_ns());
-    doc["mount"] = r.mount();
-    doc["block_size"] = r.block_size();
-    doc["blocks"] = blocks;
-    PrintJson(doc);
-    return absl::OkStatus();
-  }
-  std::printf(
-      "path:       %s\ntype:       %s\nsize:       %llu\nversion:    "
-      "%s\nmtime:      %s\nmount:      %s\n"
-      "block size: %s\nblocks:     %llu\n",
-      r.info().path().c_str(), r.info().is_dir() ? "directory" : "file",
-      static_cast<unsigned long long>(r.info().size()),
-      r.info().version().c_str(), FormatTime(r.info().mtime_ns()).c_str(),
-      r.mount().c_str(), FormatBytes(r.block_size()).c_str(),
-      static_cast<unsigned long long>(blocks));
-  return absl::OkStatus();
-}
-
-absl::Status RunCat(const std::vector<std::string>& args) {
-  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder cat PATH"));
-  LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
-  LARDER_ASSIGN_OR_RETURN(auto file, client->Open(args[0]));
-  std::vector<char> buf(8 << 20);
-  for (uint64_t off = 0; off < file->info().size;) {
-    LARDER_ASSIGN_OR_RETURN(size_t n, file->Read(off, absl::MakeSpan(buf)));
-    if (n == 0) break;
-    for (size_t done = 0; done < n;) {
-      ssize_t w = ::write(STDOUT_FILENO, buf.data() + done, n - done);
-      if (w <= 0) return absl::InternalError("write to stdout failed");
-      done += static_cast<size_t>(w);
-    }
-    off += n;
-  }
-  return absl::OkStatus();
-}
-
-// --- cp -------------------------------------------------------------------
-
-absl::Status RunCp(const std::vector<std::string>& args) {
-  LARDER_RETURN_IF_ERROR(
-      WantArgs(args, 2, "larder cp PATH DEST_DIR [--parallel=8]"));
-  LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
-  const absl::Time start = absl::Now();
-  std::vector<FileInfo> files;
-  LARDER_ASSIGN_OR_RETURN(FileInfo root, client->Stat(args[0]));
-  std::string base = root.path;
-  if (root.is_dir) {
-    std::string token;
-    do {
-      LARDER_ASSIGN_OR_RETURN(
-          ListResult page,
-          client->List(root.path, token, 1000, /*recursive=*/true));
-      for (FileInfo& f : page.entries) {
-        if (!f.is_dir) files.push_back(std::move(f));
-      }
-      token = page.next_page_token;
-    } while (!token.empty());
-  } else {
-    base = root.path.substr(0, root.path.rfind('/'));
-    files.push_back(root);
-  }
-  std::atomic<size_t> next{0};
-  std::atomic<uint64_t> bytes{0};
-  absl::Mutex mu;
-  absl::Status first;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(1, absl::GetFlag(FLAGS_parallel)); ++t) {
-    pool.emplace_back([&] {
-      std::vector<char> buf(8 << 20);
-      for (size_t i = next++; i < files.size(); i = next++) {
-        const FileInfo& f = files[i];
-        std::string target =
-            absl::StrCat(args[1], "/", f.path.substr(base.size() + 1));
-        absl::Status st = [&]() -> absl::Status {
-          std::error_code ec;
-          std::filesystem::create_directories(
-              std::filesystem::path(target).parent_path(), ec);
-          LARDER_ASSIGN_OR_RETURN(auto file, client->Open(f.path));
-          const std::string tmp = target + ".larder-tmp";
-          std::FILE* out = std::fopen(tmp.c_str(), "wb");
-          if (out == nullptr)
-            return absl::InternalError(absl::StrCat("cannot create ", tmp));
-          absl::Status rs;
-          for (uint64_t off = 0; off < file->info().size && rs.ok();) {
-            absl::StatusOr<size_t> n = file->Read(off, absl::MakeSpan(buf));
-            if (!n.ok()) {
-              rs = n.status();
-            } else if (std::fwrite(buf.data(), 1, *n, out) != *n) {
-              rs = absl::InternalError(
-                  absl::StrCat("write to ", tmp, " failed"));
-            } else {
-              off += *n;
-            }
-          }
-          if (std::fclose(out) != 0 && rs.ok())
-            rs = absl::InternalError("close failed");
-          if (rs.ok() && std::rename(tmp.c_str(), target.c_str()) != 0)
-            rs = absl::InternalError("rename failed");
-          if (!rs.ok()) std::remove(tmp.c_str());
-          bytes += rs.ok() ? file->info().size : 0;
-          return rs;
-        }();
-        if (!st.ok()) {
-          absl::MutexLock l(&mu);
-          if (first.ok())
-            first = absl::Status(st.code(),
-                                 absl::StrCat(f.path, ": ", st.message()));
-          next = files.size();
-        }
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  LARDER_RETURN_IF_ERROR(first);
-  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  ClientStats cs = client->stats();
-  std::printf(
-      "copied %zu files, %s in %.2f s (%.1f MB/s); blocks: %llu short-circuit, "
-      "%llu gRPC, %llu under-store\n",
-      files.size(), FormatBytes(bytes.load()).c_str(), secs,
-      bytes.load() / secs / 1e6,
-      static_cast<unsigned long long>(cs.blocks_short_circuit),
-      static_cast<unsigned long long>(cs.blocks_grpc),
-      static_cast<unsigned long long>(cs.blocks_under_store));
-  return absl::OkStatus();
 }
 
 // --- load / invalidate ------------------------------------------------------
@@ -764,6 +447,63 @@ absl::Status RunInvalidate(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
+// --- evict ---------------------------------------------------------------
+
+// --output=json: {"path", "evicted" (blocks), "workers" (asked)}.
+absl::Status RunEvict(const std::vector<std::string>& args) {
+  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder evict PATH"));
+  LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
+  LARDER_ASSIGN_OR_RETURN(auto stub, Stub());
+  LARDER_ASSIGN_OR_RETURN(const v1::StatResponse st, StatPath(*stub, args[0]));
+  // A file: its blocks (of the version the master knows); a directory:
+  // every block under it, whatever its version.
+  v1::EvictBlocksRequest req;
+  const std::string under =
+      st.relative().empty() ? st.mount() : st.mount() + "/" + st.relative();
+  if (st.info().is_dir()) {
+    req.set_path_prefix(under + "/");
+  } else if (st.block_size() == 0) {
+    return absl::InternalError(
+        absl::StrCat("the master gave no block size for ", args[0]));
+  } else {
+    const uint64_t blocks = BlockCount(st.info().size(), st.block_size());
+    for (uint64_t b = 0; b < blocks; ++b) {
+      ToProto(BlockId{st.mount(), st.relative(), st.info().version(), b,
+                      st.block_size(), st.info().size()},
+              req.add_blocks());
+    }
+  }
+  v1::Ring ring;
+  LARDER_RETURN_IF_ERROR(
+      Rpc(stub->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(), &ring,
+                     absl::Seconds(10))));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const ChannelFactory> channels,
+                          ChannelFactory::Create(SecurityOptionsFromFlags()));
+  uint64_t evicted = 0;
+  for (const v1::WorkerInfo& w : ring.workers()) {
+    absl::StatusOr<uint64_t> n =
+        WorkerClient(w.address(), *channels).EvictBlocks(req);
+    if (!n.ok()) {
+      return absl::Status(n.status().code(),
+                          absl::StrCat("worker ", w.id(), " at ", w.address(),
+                                       ": ", n.status().message()));
+    }
+    evicted += *n;
+  }
+  if (json) {
+    Json doc;
+    doc["path"] = args[0];
+    doc["evicted"] = evicted;
+    doc["workers"] = ring.workers_size();
+    PrintJson(doc);
+  } else {
+    std::printf("evicted %llu cached blocks of %s from %d workers\n",
+                static_cast<unsigned long long>(evicted), args[0].c_str(),
+                ring.workers_size());
+  }
+  return absl::OkStatus();
+}
+
 // --- stats / ring -----------------------------------------------------------
 
 // {"ring_version", "workers": [{"id", "address", "node", "alive", "error",
@@ -911,23 +651,6 @@ absl::Status RunRing(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command kMasterCommand = {
-    "master", "run the master (membership, ring, mount table, metadata, loads)",
-    "larder master [--master_listen=127.0.0.1:7060] "
-    "[--state_dir=/var/lib/larder/master]\n"
-    "  HA: larder master --etcd=HOST:2379,... [--advertise=HOST:7060] "
-    "[--leader_lease=3s]\n"
-    "file:// mounts are served only under --allowed_file_roots (none by "
-    "default).\n",
-    &RunMaster,
-    FlagList({kLogFlags,
-              kHttpFlags,
-              kServerFlags,
-              {"log_file", "master_listen", "master_metrics_listen",
-               "master_max_request_size", "state_dir", "etcd", "etcd_prefix",
-               "etcd_ca_file", "etcd_cert_file", "etcd_key_file",
-               "leader_lease", "advertise", "heartbeat_timeout",
-               "heartbeat_interval", "allowed_file_roots"}})};
 const Command kMountCommand = {
     "mount", "add a mount (or list them without arguments)",
     "larder mount [PATH URI] [--mount_block_size=4MiB] [--metadata_ttl=60s]\n"
@@ -944,19 +667,6 @@ const Command kMountCommand = {
 const Command kUnmountCommand = {
     "unmount", "remove a mount", "larder unmount PATH\n", &RunUnmount,
     FlagList({kLogFlags, kClientFlags, {"output"}})};
-const Command kLsCommand = {
-    "ls", "list a cluster directory", "larder ls [PATH] [--recursive]\n",
-    &RunLs, FlagList({kLogFlags, kClientFlags, {"output", "recursive"}})};
-const Command kStatCommand = {
-    "stat", "size, version and blocks of a cluster path", "larder stat PATH\n",
-    &RunStat, FlagList({kLogFlags, kClientFlags, {"output"}})};
-const Command kCatCommand = {"cat", "read a file through the cache to stdout",
-                             "larder cat PATH\n", &RunCat,
-                             FlagList({kLogFlags, kClientFlags})};
-const Command kCpCommand = {
-    "cp", "copy a cluster path to a local directory through the cache",
-    "larder cp PATH DEST_DIR [--parallel=8]\n", &RunCp,
-    FlagList({kLogFlags, kClientFlags, {"parallel"}})};
 const Command kLoadCommand = {
     "load", "warm a path across the cluster, with progress",
     "larder load PATH [--wait=true]\n"
@@ -970,6 +680,13 @@ const Command kInvalidateCommand = {"invalidate",
                                     "drop cached metadata under a path",
                                     "larder invalidate PATH\n", &RunInvalidate,
                                     FlagList({kLogFlags, kClientFlags})};
+const Command kEvictCommand = {
+    "evict", "drop a path's cached blocks from every worker",
+    "larder evict PATH\n"
+    "A file's blocks, or every block under a directory, leave the RAM and "
+    "NVMe tiers\nof every worker (the next read fetches them again). Needs "
+    "the admin role.\n",
+    &RunEvict, FlagList({kLogFlags, kClientFlags, {"output"}})};
 const Command kStatsCommand = {
     "stats", "cluster hits, misses and bytes per worker", "larder stats\n",
     &RunStats, FlagList({kLogFlags, kClientFlags, {"output"}})};

@@ -20,12 +20,12 @@ std::vector<absl::string_view> FlagList(
 
 absl::Span<const Command* const> AllCommands() {
   static const Command* const kCommands[] = {
-      &kMasterCommand,    &kWorkerCommand,     &kFuseCommand,
-      &kMountCommand,     &kUnmountCommand,    &kLsCommand,
-      &kStatCommand,      &kCatCommand,        &kCpCommand,
-      &kLoadCommand,      &kInvalidateCommand, &kStatsCommand,
-      &kRingCommand,      &kStoreCommand,      &kVersionCommand,
-      &kCompletionCommand};
+      &kMasterCommand,  &kWorkerCommand,     &kFuseCommand,
+      &kMountCommand,   &kUnmountCommand,    &kLsCommand,
+      &kStatCommand,    &kCatCommand,        &kCpCommand,
+      &kLoadCommand,    &kInvalidateCommand, &kEvictCommand,
+      &kStatsCommand,   &kRingCommand,       &kStoreCommand,
+      &kVersionCommand, &kCompletionCommand};
   return kCommands;
 }
 

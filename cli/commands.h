@@ -10,8 +10,11 @@
 #ifndef LARDER_CLI_COMMANDS_H_
 #define LARDER_CLI_COMMANDS_H_
 
+#include <grpcpp/support/status.h>
+
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/config.h"
+#include "common/master_connection.h"
+#include "larder/client.h"
+#include "proto/master.pb.h"
 
 namespace larder::cli {
 
@@ -70,7 +76,7 @@ extern const Command kFuseCommand;
 // Cluster commands (cluster_commands.cc).
 extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
     kStatCommand, kCatCommand, kCpCommand, kLoadCommand, kInvalidateCommand,
-    kStatsCommand, kRingCommand;
+    kEvictCommand, kStatsCommand, kRingCommand;
 // `larder version`, `larder completion bash` (meta_commands.cc).
 extern const Command kVersionCommand, kCompletionCommand;
 
@@ -79,6 +85,32 @@ absl::StatusOr<bool> JsonOutput();
 
 // The master address: --master, else $LARDER_MASTER, else "" (standalone).
 std::string MasterAddress();
+// The same, 127.0.0.1:7060 when unset.
+std::string MasterOrDefault();
+// The connection to the master (or the leader of several), with the TLS and
+// token flags applied. Errors: a bad --master, a token or PEM file that
+// cannot be read.
+absl::StatusOr<std::unique_ptr<MasterConnection>> Stub();
+// A master call's status, with what to check when it could not be reached.
+absl::Status Rpc(const grpc::Status& s);
+// What the master says `path` is (Stat).
+absl::StatusOr<v1::StatResponse> StatPath(MasterConnection& master,
+                                          const std::string& path);
+// InvalidArgument("usage: USAGE") unless there are `n` arguments.
+absl::Status WantArgs(const std::vector<std::string>& args, size_t n,
+                      absl::string_view usage);
+// Local time, to the second.
+std::string FormatTime(int64_t unix_ns);
+
+// The client options of every command that reads through the cache (the
+// FUSE daemon, ls, stat, cat, cp), from their flags: the master, TLS and the
+// token, this node, the metadata cache, and the HTTP settings of the direct
+// under-store read. Errors: InvalidArgument (a bad size).
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags();
+// Flags ClientOptionsFromFlags reads, for the commands' flag lists.
+inline constexpr absl::string_view kClientReadFlags[] = {
+    "node", "metadata_cache_entries", "metadata_cache_bytes",
+    "metadata_stale_window"};
 
 // A uid (or, with `group`, a gid) given as a number or a name of the user
 // (group) database. Error: InvalidArgument naming `flag`.

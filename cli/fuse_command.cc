@@ -22,7 +22,6 @@
 #include "fuse/fuse_mount.h"
 #include "larder/client.h"
 
-ABSL_DECLARE_FLAG(std::string, node);
 ABSL_DECLARE_FLAG(std::vector<std::string>, allowed_file_roots);
 
 // A flag with a struct's field behind it takes its default from that field:
@@ -67,20 +66,6 @@ ABSL_FLAG(std::string, fuse_metrics_listen, larder::FuseOptions().ops_listen,
 ABSL_FLAG(int, list_page_size, larder::FuseOptions().list_page_size,
           "fuse: directory entries fetched per master call (the daemon holds "
           "one page per open directory).");
-ABSL_FLAG(int64_t, metadata_cache_entries,
-          static_cast<int64_t>(larder::ClientOptions().metadata_cache_entries),
-          "fuse, client, worker: most entries (stats, negative entries, "
-          "directory listings) in the process's metadata cache (the worker's: "
-          "the node's, shared by its clients).");
-ABSL_FLAG(std::string, metadata_cache_bytes,
-          larder::BytesFlagText(larder::ClientOptions().metadata_cache_bytes),
-          "fuse, client, worker: most bytes held by the metadata cache; a "
-          "directory larger than a quarter of it is paged, never cached.");
-ABSL_FLAG(absl::Duration, metadata_stale_window,
-          larder::ClientOptions().metadata_stale_window,
-          "fuse, client: how long past its TTL cached metadata is still "
-          "served while the master or the under-store cannot be reached "
-          "(0 = never).");
 ABSL_FLAG(int, readahead_blocks, larder::FuseOptions::kReadaheadBlocks,
           "fuse: blocks a sequential reader asks the owners to fetch ahead "
           "(the worker fetches consecutive ones with one request).");
@@ -147,26 +132,18 @@ absl::Status MountAndServe(
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  ClientOptions co;
-  co.master = MasterAddress().empty() ? "127.0.0.1:7060" : MasterAddress();
-  co.node = absl::GetFlag(FLAGS_node);
-  co.readahead_blocks = absl::GetFlag(FLAGS_readahead_blocks);
-  co.metadata_cache_entries = static_cast<size_t>(
-      std::max<int64_t>(1, absl::GetFlag(FLAGS_metadata_cache_entries)));
-  absl::StatusOr<uint64_t> cache_bytes =
-      ParseBytes(absl::GetFlag(FLAGS_metadata_cache_bytes));
-  if (!cache_bytes.ok()) {
-    ready(cache_bytes.status(), 0);
-    return cache_bytes.status();
+  absl::StatusOr<ClientOptions> co = ClientOptionsFromFlags();
+  if (!co.ok()) {
+    ready(co.status(), 0);
+    return co.status();
   }
-  co.metadata_cache_bytes = static_cast<size_t>(*cache_bytes);
-  co.metadata_stale_window = absl::GetFlag(FLAGS_metadata_stale_window);
-  co.security = SecurityOptionsFromFlags();
+  co->readahead_blocks = absl::GetFlag(FLAGS_readahead_blocks);
   // When every worker fails, a file:// mount is read directly only inside
   // these roots (none by default): the daemon runs as root and serves every
   // user (ClientOptions::fallback_file_roots).
-  co.fallback_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(co);
+  co->fallback_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(*std::move(co));
   if (!client.ok()) {
     ready(client.status(), 0);
     return client.status();
@@ -267,28 +244,15 @@ absl::Status RunFuse(const std::vector<std::string>& args) {
 
 const Command kFuseCommand = {
     "fuse", "mount the cluster namespace read-only with FUSE", kUsage, &RunFuse,
-    FlagList({kLogFlags,
-              kClientFlags,
-              {"log_file",
-               "daemon",
-               "node",
-               "attr_timeout",
-               "entry_timeout",
-               "negative_timeout",
-               "keep_cache",
-               "max_read",
-               "kernel_read_ahead",
-               "direct_io_min_size",
-               "passthrough",
-               "fuse_threads",
-               "allow_other",
-               "auto_unmount",
-               "fuse_metrics_listen",
-               "readahead_blocks",
-               "list_page_size",
-               "metadata_cache_entries",
-               "metadata_cache_bytes",
-               "metadata_stale_window",
-               "allowed_file_roots"}})};
+    FlagList(
+        {kLogFlags,
+         kClientFlags,
+         kClientReadFlags,
+         kHttpFlags,
+         {"log_file", "daemon", "attr_timeout", "entry_timeout",
+          "negative_timeout", "keep_cache", "max_read", "kernel_read_ahead",
+          "direct_io_min_size", "passthrough", "fuse_threads", "allow_other",
+          "auto_unmount", "fuse_metrics_listen", "readahead_blocks",
+          "list_page_size", "allowed_file_roots"}})};
 
 }  // namespace larder::cli

@@ -6,9 +6,9 @@
 //
 // Machine-readable output of `larder ... --output=json`: one JSON document on
 // stdout per command (ls, stat, stats, ring, mount, unmount, load, version).
-// Field names are part of Larder's interface (README, "JSON output"): they
-// are only ever added to, never renamed. Sizes are bytes, times are Unix
-// milliseconds or RFC 3339 strings as named (`..._unix_ms`, `mtime`).
+// Field names are part of Larder's interface (docs/operations.md, "JSON
+// output"): they are only ever added to, never renamed. Sizes are bytes, times
+// are Unix milliseconds or RFC 3339 strings as named (`..._unix_ms`, `mtime`).
 #ifndef LARDER_CLI_OUTPUT_H_
 #define LARDER_CLI_OUTPUT_H_
 

@@ -184,8 +184,8 @@ TEST(CliTest, VersionAndCompletion) {
 
 TEST(CliTest, EveryCommandHasHelp) {
   for (const char* cmd : {"master", "worker", "fuse", "mount", "unmount", "ls",
-                          "stat", "cat", "cp", "load", "invalidate", "stats",
-                          "ring", "store", "version", "completion"}) {
+                          "stat", "cat", "cp", "load", "invalidate", "evict",
+                          "stats", "ring", "store", "version", "completion"}) {
     CliResult r = RunLarder(absl::StrCat(cmd, " --help"));
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_THAT(r.output, HasSubstr("larder")) << cmd;
@@ -337,6 +337,20 @@ TEST(CliTest, JsonOutputForScriptsAndStartupLines) {
   EXPECT_EQ(j["workers"][0]["tiers"][0]["name"], "ram");
   EXPECT_EQ(j["workers"][0]["tiers"][0]["blocks"], 2);
   EXPECT_EQ(j["cluster"]["misses"], 2);
+
+  // Evicting a directory drops the blocks under it, a file its own; the
+  // blocks come back on the next read (a miss).
+  j = json("evict /data/sub");
+  EXPECT_EQ(j["evicted"], 1) << j;
+  EXPECT_EQ(j["workers"], 1);
+  EXPECT_EQ(json("stats")["workers"][0]["tiers"][0]["blocks"], 1);
+  EXPECT_EQ(json("evict /data/a.txt")["evicted"], 1);
+  EXPECT_EQ(json("evict /data")["evicted"], 0);
+  EXPECT_EQ(json("stats")["workers"][0]["tiers"][0]["blocks"], 0);
+  CliResult missing = RunLarder(absl::StrCat("evict /data/nope", at));
+  EXPECT_EQ(missing.exit_code, 3) << missing.output;
+  ASSERT_EQ(RunLarder(absl::StrCat("cat /data/a.txt", at)).exit_code, 0);
+  EXPECT_EQ(json("stats")["workers"][0]["misses"], 3);
 
   EXPECT_EQ(json("unmount /data")["mounts"].size(), 0u);
 
