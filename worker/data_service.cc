@@ -245,11 +245,8 @@ grpc::ServerUnaryReactor* DataService::GetStats(
     t->set_used_bytes(d.used);
     t->set_blocks(d.blocks);
     t->set_evictions(d.evictions);
+    t->set_hits(d.hits);
     t->set_degraded(d.degraded);
-  }
-  if (s.has_nvme && response->tiers_size() > 1) {
-    response->mutable_tiers(1)->set_hits(
-        static_cast<uint64_t>(metrics_->hits_nvme.Value()));
   }
   response->set_misses(static_cast<uint64_t>(metrics_->misses.Value()));
   response->set_single_flight_joins(

@@ -348,11 +348,13 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(
   const BlockKey key = id.Key();
   std::string path;
   bool expired = false;
+  Dir* dir = nullptr;  // Directories live as long as the tier.
   {
     absl::MutexLock lock(&mu_);
     auto it = where_.find(key);
     if (it == where_.end()) return absl::NotFoundError("not in the NVMe tier");
     path = BlockPath(it->second, key);
+    dir = dirs_[it->second].get();
     if (dirs_[it->second]->index.Find(key, absl::Now()) ==
         nullptr) {  // Past its TTL.
       where_.erase(it);
@@ -427,6 +429,7 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(
     return drop(
         absl::DataLossError(absl::StrCat(path, ": data checksum mismatch")));
   }
+  dir->hits.fetch_add(1, std::memory_order_relaxed);
   return std::move(*w).Finish();
 }
 
@@ -583,6 +586,7 @@ NvmeTier::Stats NvmeTier::GetStats() {
   for (const auto& d : dirs_) {
     s.dirs.push_back({d->path, d->index.capacity(), d->index.used(),
                       d->index.size(), d->index.evictions(),
+                      d->hits.load(std::memory_order_relaxed),
                       d->degraded_until > now});
   }
   s.checksum_failures = checksum_failures_.load();

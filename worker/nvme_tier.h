@@ -71,6 +71,7 @@ class NvmeTier {
     uint64_t used = 0;
     uint64_t blocks = 0;
     uint64_t evictions = 0;
+    uint64_t hits = 0;  // Blocks read back from this directory.
     bool degraded = false;
   };
   struct Stats {
@@ -122,6 +123,7 @@ class NvmeTier {
     std::string path;
     CacheIndex<FileInfo> index;
     absl::Time degraded_until = absl::InfinitePast();
+    std::atomic<uint64_t> hits{0};
     Dir(std::string p, uint64_t capacity, EvictionPolicy policy)
         : path(std::move(p)), index(capacity, policy) {}
   };

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -104,6 +105,29 @@ TEST(NvmeTierTest, IndexIsRebuiltAfterRestart) {
   EXPECT_EQ(stats.dropped_at_rebuild, 1u);
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/tmp/x.tmp"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/blocks/00/garbage.blk"));
+}
+
+TEST(NvmeTierTest, HitsAreCountedForTheDirectoryThatServedThem) {
+  testing::TempDir a, b;
+  NvmeOptions o = Options(a.path(), 1 << 20);
+  o.dirs.push_back({b.path(), 1 << 20});
+  auto tier = NvmeTier::Open(o, nullptr);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  // Blocks go to the directories in turn: one each.
+  auto first = MakeBlock("x", 0), second = MakeBlock("y", 0);
+  ASSERT_TRUE((*tier)->Write(*first).ok());
+  ASSERT_TRUE((*tier)->Write(*second).ok());
+  ASSERT_EQ(BlockFiles(a.path()).size(), 1u);
+  ASSERT_EQ(BlockFiles(b.path()).size(), 1u);
+  const bool first_in_a =
+      (*tier)->GetStats().dirs[0].blocks == 1 &&
+      absl::StrContains(BlockFiles(a.path())[0], first->key().ToHex());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*tier)->Read(first->id()).ok());
+  ASSERT_TRUE((*tier)->Read(second->id()).ok());
+  const NvmeTier::Stats s = (*tier)->GetStats();
+  ASSERT_EQ(s.dirs.size(), 2u);
+  EXPECT_EQ(s.dirs[first_in_a ? 0 : 1].hits, 3u);
+  EXPECT_EQ(s.dirs[first_in_a ? 1 : 0].hits, 1u);
 }
 
 TEST(NvmeTierTest, CapacityEvictsLeastRecentlyUsed) {
