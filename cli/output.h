@@ -5,7 +5,8 @@
 // -----------------------------------------------------------------------------
 //
 // Machine-readable output of `larder ... --output=json`: one JSON document on
-// stdout per command (ls, stat, stats, ring, mount, unmount, load, version).
+// stdout per command (ls, stat, stats, ring, mount, unmount, load, evict,
+// version).
 // Field names are part of Larder's interface (docs/operations.md, "JSON
 // output"): they are only ever added to, never renamed. Sizes are bytes, times
 // are Unix milliseconds or RFC 3339 strings as named (`..._unix_ms`, `mtime`).
