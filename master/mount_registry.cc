@@ -12,6 +12,7 @@
 #include "common/block_key.h"
 #include "common/config.h"
 #include "common/status_macros.h"
+#include "understore/mount_store.h"
 #include "understore/uri.h"
 
 namespace larder {
@@ -99,22 +100,15 @@ std::string MountDifference(const v1::MountEntry& have,
 
 absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
   LARDER_ASSIGN_OR_RETURN(std::string path, NormalizeClusterPath(entry.path()));
-  if (path == "/") return absl::InvalidArgumentError("cannot mount on '/'");
   entry.set_path(path);
   if (entry.block_size() == 0) entry.set_block_size(kDefaultBlockSize);
-  LARDER_RETURN_IF_ERROR(CheckBlockSize(entry.block_size()));
   if (entry.metadata_ttl_ms() == 0) {
     entry.set_metadata_ttl_ms(
         static_cast<uint64_t>(absl::ToInt64Milliseconds(kDefaultMetadataTtl)));
   }
-  if (entry.mode() > 07777) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "mode 0%o is not a permission mode (0 to 07777)", entry.mode()));
-  }
-  // The URI must parse and the store must open (credentials are checked on
-  // first use by each process).
-  LARDER_ASSIGN_OR_RETURN(StoreUri uri, ParseStoreUri(entry.uri()));
-  (void)uri;
+  // The URI must parse (credentials are checked on first use by each
+  // process).
+  LARDER_RETURN_IF_ERROR(ValidateMountEntry(entry));
   absl::MutexLock lock(&mu_);
   for (const v1::MountEntry& m : mounts_.table().mounts()) {
     if (m.path() == path) {

@@ -7,8 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/block_key.h"
 #include "common/status_macros.h"
 #include "understore/aws_credentials.h"
 #include "understore/factory.h"
@@ -63,6 +65,22 @@ MountAccess MountAccessOf(const v1::MountEntry& mount) {
   access.per_file = absl::StartsWith(mount.uri(), "file://") &&
                     !mount.has_uid() && !mount.has_gid() && mount.mode() == 0;
   return access;
+}
+
+absl::Status ValidateMountEntry(const v1::MountEntry& mount) {
+  absl::StatusOr<std::string> path = NormalizeClusterPath(mount.path());
+  if (!path.ok()) return path.status();
+  if (*path != mount.path()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mount path '", mount.path(), "' is not normalized ('", *path, "')"));
+  }
+  if (*path == "/") return absl::InvalidArgumentError("cannot mount on '/'");
+  LARDER_RETURN_IF_ERROR(CheckBlockSize(mount.block_size()));
+  if (mount.mode() > 07777) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "mode 0%o is not a permission mode (0 to 07777)", mount.mode()));
+  }
+  return ParseStoreUri(mount.uri()).status();
 }
 
 absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(

@@ -48,6 +48,13 @@ namespace larder {
 absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
     const v1::MountEntry& mount, const UnderStoreOptions& base);
 
+// Whether `mount` is an entry of a mount table: a normalized cluster path
+// other than "/", a block size in range (CheckBlockSize), a permission mode
+// (0 to 07777) and a URI that parses. The master checks what it adds, the
+// worker what the master's table tells it. Errors: InvalidArgument naming the
+// field.
+absl::Status ValidateMountEntry(const v1::MountEntry& mount);
+
 // Who may read `mount`'s files: its owner, group and mode; a file:// mount
 // that sets none of them keeps each file's own (MountAccess::per_file).
 MountAccess MountAccessOf(const v1::MountEntry& mount);

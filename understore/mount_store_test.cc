@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -56,6 +58,31 @@ TEST(MountStoreTest, FileRootsMustLieInTheAllowedOnes) {
   s3.set_path("/s3");
   s3.set_uri("s3://bucket/p?endpoint=http://127.0.0.1:1&anonymous=true");
   EXPECT_TRUE(OpenMountStore(s3, o).ok());
+}
+
+TEST(ValidateMountEntryTest, NamesTheFieldThatIsWrong) {
+  v1::MountEntry good;
+  good.set_path("/datasets/x");
+  good.set_uri("s3://bucket/x");
+  good.set_block_size(4 << 20);
+  EXPECT_TRUE(ValidateMountEntry(good).ok());
+  const std::pair<std::function<void(v1::MountEntry&)>, std::string> bad[] = {
+      {[](v1::MountEntry& m) { m.set_path("/"); }, "cannot mount on '/'"},
+      {[](v1::MountEntry& m) { m.set_path("/a//b/"); }, "not normalized"},
+      {[](v1::MountEntry& m) { m.set_path("relative"); }, "relative"},
+      {[](v1::MountEntry& m) { m.set_block_size(0); }, "block size"},
+      {[](v1::MountEntry& m) { m.set_block_size(uint64_t{2} << 30); },
+       "out of range"},
+      {[](v1::MountEntry& m) { m.set_mode(010000); }, "permission mode"},
+      {[](v1::MountEntry& m) { m.set_uri("nope"); }, "URI"},
+  };
+  for (const auto& [breakit, want] : bad) {
+    v1::MountEntry m = good;
+    breakit(m);
+    const absl::Status st = ValidateMountEntry(m);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << want << st;
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr(want)) << st;
+  }
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ absl::Status WorkerMounts::Add(const std::string& name, const std::string& uri,
 
 absl::Status WorkerMounts::Add(const v1::MountEntry& entry,
                                std::shared_ptr<UnderStore> store) {
+  LARDER_RETURN_IF_ERROR(ValidateMountEntry(entry));
   const MountAccess access = MountAccessOf(entry);
   return AddOpened(entry.path(), entry.uri(), std::move(store),
                    entry.block_size(), entry.credentials(), access,
