@@ -70,8 +70,8 @@ std::optional<std::string> InodeTable::Path(uint64_t ino) const {
 }
 
 void InodeTable::Replied(Inode& inode, const std::string& version) {
-  absl::MutexLock lock(&inode.mu);
-  inode.replied_version = version;
+  absl::MutexLock lock(&inode.mu_);
+  inode.replied_version_ = version;
 }
 
 void InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
@@ -82,12 +82,12 @@ InodeTable::OpenCheck InodeTable::OpenedVersion(uint64_t ino,
                                                 const std::string& version) {
   std::shared_ptr<Inode> inode = Get(ino);
   if (!inode) return {};
-  absl::MutexLock lock(&inode->mu);
+  absl::MutexLock lock(&inode->mu_);
   OpenCheck check;
-  check.same_as_last_open = inode->opened_version == version;
-  check.attrs_stale = inode->replied_version != version;
-  inode->opened_version = version;
-  inode->replied_version = version;
+  check.same_as_last_open = inode->opened_version_ == version;
+  check.attrs_stale = inode->replied_version_ != version;
+  inode->opened_version_ = version;
+  inode->replied_version_ = version;
   return check;
 }
 

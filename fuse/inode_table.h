@@ -32,30 +32,58 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "larder/client.h"
 
 namespace larder {
 
-struct Inode {
+class BackingFiles;  // passthrough.h
+
+class Inode {
+ public:
   explicit Inode(std::string p) : path(std::move(p)) {}
 
   const std::string path;  // Cluster path.
-  absl::Mutex mu;
+
+  // Passthrough (see passthrough.h; defined in passthrough.cc). Records an
+  // open of the object at `version`; returns the backing id the open reply
+  // carries, or 0: the open reads through the daemon. While the inode has a
+  // backing file every open shares it, if it is of `version` (else
+  // FailedPrecondition: the kernel would serve the other version's bytes).
+  // Otherwise, with `may_set_up` (a direct_io open without O_DIRECT: memfds
+  // do not take it), passthrough on in `backing` and no open reading through
+  // the daemon, `local_object` (the local worker's memfd of the whole
+  // object) is registered as the backing file; its hold keeps the worker's
+  // lease on the object's blocks until the last passthrough open goes.
+  absl::StatusOr<int> AttachOpen(
+      const std::string& version, bool may_set_up, BackingFiles& backing,
+      absl::FunctionRef<absl::StatusOr<LocalSlice>()> local_object)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Undoes a successful AttachOpen (`passthrough`: it returned an id) at
+  // release, or when the kernel never got the open reply.
+  void DetachOpen(bool passthrough, BackingFiles& backing)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  friend class InodeTable;
+
+  absl::Mutex mu_;
   // The object version whose attributes (size) the kernel holds, and the
   // one opened last (cached pages are valid while it stays the same).
-  std::string replied_version ABSL_GUARDED_BY(mu);
-  std::string opened_version ABSL_GUARDED_BY(mu);
+  std::string replied_version_ ABSL_GUARDED_BY(mu_);
+  std::string opened_version_ ABSL_GUARDED_BY(mu_);
   // Passthrough: the kernel's id for the backing file (0: none), the object
   // version lent, the opens using it, and the lent memfd (its hold keeps the
   // worker's lease on the object's blocks).
-  int backing_id ABSL_GUARDED_BY(mu) = 0;
-  std::string backing_version ABSL_GUARDED_BY(mu);
-  int backing_opens ABSL_GUARDED_BY(mu) = 0;
-  LocalSlice backing_object ABSL_GUARDED_BY(mu);
+  int backing_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string backing_version_ ABSL_GUARDED_BY(mu_);
+  int backing_opens_ ABSL_GUARDED_BY(mu_) = 0;
+  LocalSlice backing_object_ ABSL_GUARDED_BY(mu_);
   // Opens reading through the daemon (no backing file may be set up then).
-  int daemon_opens ABSL_GUARDED_BY(mu) = 0;
+  int daemon_opens_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class InodeTable {

@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "fuse/passthrough.h"
 #include "gtest/gtest.h"
 
 namespace larder {
@@ -88,18 +89,53 @@ namespace {
 
 TEST(InodeTableTest, AnInodeOutlivesItsForgetWhileAnOpenHoldsIt) {
   InodeTable t;
+  BackingFiles backing;
+  backing.Enable();
   const uint64_t a = t.Ref("/d/a", "v1");
   std::shared_ptr<Inode> held = t.Get(a);  // As an open file does.
   ASSERT_NE(held, nullptr);
-  {
-    absl::MutexLock lock(&held->mu);
-    ++held->daemon_opens;
-  }
+  auto no_object = [] {
+    return absl::StatusOr<LocalSlice>(absl::NotFoundError("not local"));
+  };
+  ASSERT_EQ(held->AttachOpen("v1", false, backing, no_object).value_or(-1), 0);
   t.Forget(a, 1);
   EXPECT_EQ(t.Get(a), nullptr);
   EXPECT_EQ(held->path, "/d/a");
-  absl::MutexLock lock(&held->mu);
-  EXPECT_EQ(held->daemon_opens, 1);  // The release still finds its state.
+  // The release still finds its state: the open reading through the daemon
+  // keeps a second open from setting up a backing file.
+  bool asked = false;
+  auto object = [&] {
+    asked = true;
+    return no_object();
+  };
+  EXPECT_EQ(held->AttachOpen("v1", true, backing, object).value_or(-1), 0);
+  EXPECT_FALSE(asked);
+  held->DetachOpen(false, backing);
+  held->DetachOpen(false, backing);
+}
+
+TEST(InodeTableTest, ARefusedBackingFileTurnsPassthroughOffAndReadsThrough) {
+  InodeTable t;
+  BackingFiles backing;  // No /dev/fuse: the kernel refuses every file.
+  std::shared_ptr<Inode> inode = t.Get(t.Ref("/d/big", "v1"));
+  int asked = 0;
+  auto object = [&] {
+    ++asked;
+    return absl::StatusOr<LocalSlice>(LocalSlice{});
+  };
+  // Not negotiated at INIT: the local object is never asked for.
+  EXPECT_EQ(inode->AttachOpen("v1", true, backing, object).value_or(-1), 0);
+  EXPECT_EQ(asked, 0);
+  inode->DetachOpen(false, backing);
+
+  backing.Enable();
+  EXPECT_EQ(inode->AttachOpen("v1", true, backing, object).value_or(-1), 0);
+  EXPECT_EQ(asked, 1);
+  EXPECT_FALSE(backing.enabled());  // Refused once: not asked again.
+  inode->DetachOpen(false, backing);
+  EXPECT_EQ(inode->AttachOpen("v1", true, backing, object).value_or(-1), 0);
+  EXPECT_EQ(asked, 1);
+  inode->DetachOpen(false, backing);
 }
 
 TEST(InodeTableTest, RepliedVersionIsWhatAnOpenComparesWith) {

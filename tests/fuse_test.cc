@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -154,6 +155,19 @@ TEST_F(FuseTest, ShellToolsSeeTheTreeAndEveryByte) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("datasets"));
   EXPECT_THAT(r.out, HasSubstr("ds"));
+
+  // statfs: a fixed 1 PiB view, all of it free (no disk-full alerts), so df
+  // lists the mount (it hides file systems of zero blocks).
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs(root.c_str(), &vfs), 0) << std::strerror(errno);
+  EXPECT_EQ(vfs.f_bsize, 4u << 20);  // --max_read's default.
+  EXPECT_EQ(vfs.f_frsize, 4096u);
+  EXPECT_EQ(static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize, 1ull << 50);
+  EXPECT_EQ(vfs.f_bfree, vfs.f_blocks);
+  EXPECT_EQ(vfs.f_bavail, vfs.f_blocks);
+  EXPECT_EQ(vfs.f_namemax, 255u);
+  r = Sh("df -P");
+  EXPECT_THAT(r.out, HasSubstr(root));
 
   // find and ls -R list the same tree as the source.
   Shell here = Sh(absl::StrCat("cd ", src_.path(), " && find . | sort"));

@@ -1,0 +1,136 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: fuse_ops.h
+// -----------------------------------------------------------------------------
+//
+// The FUSE operations: libfuse3 low-level handlers over larder::Client for a
+// read-only view of the cluster namespace (see fuse_mount.h for what the
+// mount shows and how errors map to errno).
+//
+// Lookups and readdirplus hand the kernel node ids from the InodeTable;
+// reads are one File::ReadPieces call each, answered in one reply that
+// splices the blocks cached on this node from the worker's memfds and
+// writes the others from the buffers gRPC read them into; opens of large
+// files held whole by the local worker are handed to the kernel for
+// passthrough (passthrough.h); every modifying operation is answered EROFS
+// and logged. Each request is counted and timed in FuseMetrics.
+//
+// A FuseOps is the userdata of its FUSE session: Operations() and
+// ChannelIo() go to fuse_session_new and fuse_session_custom_io. It works
+// with parts the mount owns, which outlive it.
+#ifndef LARDER_FUSE_FUSE_OPS_H_
+#define LARDER_FUSE_FUSE_OPS_H_
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "fuse/dir_handle.h"
+#include "fuse/fuse_mount.h"
+#include "fuse/inode_table.h"
+#include "fuse/kernel_channel.h"
+#include "fuse/libfuse.h"
+#include "fuse/metrics.h"
+#include "fuse/passthrough.h"
+#include "larder/client.h"
+
+namespace larder {
+
+class FuseOps {
+ public:
+  // `mountpoint`: the resolved mount point (its bdi is tuned after INIT).
+  FuseOps(const FuseOptions& options, Client& client, InodeTable& inodes,
+          FuseMetrics& metrics, KernelChannel& channel, BackingFiles& backing,
+          std::string mountpoint)
+      : options_(options),
+        client_(client),
+        inodes_(inodes),
+        metrics_(metrics),
+        channel_(channel),
+        backing_(backing),
+        mountpoint_(std::move(mountpoint)) {}
+  FuseOps(const FuseOps&) = delete;
+  FuseOps& operator=(const FuseOps&) = delete;
+
+  // The handlers, for a session whose userdata is this FuseOps.
+  static const fuse_lowlevel_ops& Operations();
+  // The session's custom I/O: this FuseOps's KernelChannel.
+  static const fuse_custom_io& ChannelIo();
+
+  // The session, once created: opens send it inode invalidations.
+  void set_session(fuse_session* session) { session_ = session; }
+
+ private:
+  static FuseOps* Self(fuse_req_t req) {
+    return static_cast<FuseOps*>(fuse_req_userdata(req));
+  }
+
+  // Replies with the errno for `status`; unexpected failures are logged with
+  // their cause (NotFound is an answer, not a failure).
+  void ReplyError(fuse_req_t req, OpScope& scope, const char* op,
+                  absl::string_view path, const absl::Status& status);
+  // Every modifying operation: EROFS, logged.
+  void ReplyReadOnly(fuse_req_t req, const char* op, fuse_ino_t ino,
+                     absl::string_view name = "");
+  struct stat Attr(absl::string_view path, const FileInfo& info) const;
+  absl::StatusOr<FileInfo> StatPath(const std::string& path);
+  // Raises the bdi readahead window once, on the first request after INIT.
+  void AfterInit();
+  // Only where the kernel lets direct_io files be mmap'ed shared.
+  bool UseDirectIo(uint64_t size) const {
+    return size >= options_.direct_io_min_size && channel_.direct_io_mmap();
+  }
+  absl::StatusOr<size_t> FillDir(fuse_req_t req, DirHandle& d, off_t off,
+                                 bool plus, std::vector<char>& buf)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu);
+  void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi,
+                 bool plus);
+
+  // The handlers (fuse_lowlevel_ops).
+  static void Init(void* userdata, struct fuse_conn_info* conn);
+  static void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  static void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+  static void ForgetMulti(fuse_req_t req, size_t count,
+                          struct fuse_forget_data* forgets);
+  static void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*);
+  static void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  static void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      fuse_file_info* fi);
+  static void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+                          off_t off, fuse_file_info* fi);
+  static void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi);
+  static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
+                   fuse_file_info* fi);
+  static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi);
+  static void Statfs(fuse_req_t req, fuse_ino_t);
+  static void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
+                       size_t size);
+  static void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+  static fuse_lowlevel_ops MakeOperations();
+
+  const FuseOptions& options_;
+  Client& client_;
+  InodeTable& inodes_;
+  FuseMetrics& metrics_;
+  KernelChannel& channel_;
+  BackingFiles& backing_;
+  const std::string mountpoint_;
+  fuse_session* session_ = nullptr;
+  const uid_t uid_ = ::getuid();
+  const gid_t gid_ = ::getgid();
+  const absl::Time start_time_ = absl::Now();
+  std::once_flag tuned_;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_FUSE_FUSE_OPS_H_

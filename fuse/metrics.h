@@ -1,0 +1,94 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: metrics.h
+// -----------------------------------------------------------------------------
+//
+// The FUSE daemon's metrics (served on /metrics by the ops server): requests,
+// errors and latency by operation, bytes read, open files, passthrough opens,
+// the inodes the kernel holds, and the client's metadata cache counters
+// (moved to their series before each scrape).
+//
+//   FuseMetrics metrics(*registry);
+//   {
+//     OpScope scope(metrics, kRead);   // Counts and times one request.
+//     if (failed) scope.Failed();
+//   }
+//
+// Thread-safe: the series are prometheus-cpp's; Update serializes itself.
+#ifndef LARDER_FUSE_METRICS_H_
+#define LARDER_FUSE_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <chrono>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "larder/client.h"
+
+namespace larder {
+
+// Operation types, for metrics.
+enum FuseOp {
+  kLookup,
+  kForget,
+  kGetattr,
+  kOpendir,
+  kReaddir,
+  kReaddirplus,
+  kReleasedir,
+  kOpen,
+  kRead,
+  kRelease,
+  kStatfs,
+  kGetxattr,
+  kListxattr,
+  kWrite,  // Every modifying operation (all answered EROFS).
+  kOpCount
+};
+
+struct FuseMetrics {
+  explicit FuseMetrics(prometheus::Registry& r);
+
+  // Moves the client's metadata counters to their series.
+  void Update(const ClientStats& now) ABSL_LOCKS_EXCLUDED(mu);
+
+  std::array<prometheus::Counter*, kOpCount> ops{}, errors{};
+  std::array<prometheus::Histogram*, kOpCount> latency{};
+  prometheus::Counter* read_bytes;
+  prometheus::Counter* passthrough_opens;
+  prometheus::Gauge* open_files;
+  prometheus::Gauge* inodes;
+  prometheus::Counter *meta_hits, *meta_misses, *meta_stale, *meta_evictions,
+      *meta_invalidated;
+  prometheus::Gauge *meta_entries, *meta_bytes;
+  absl::Mutex mu;
+  ClientStats last ABSL_GUARDED_BY(mu);  // At the previous scrape.
+};
+
+// Times one request and counts its outcome.
+class OpScope {
+ public:
+  OpScope(FuseMetrics& metrics, FuseOp op)
+      : metrics_(metrics), op_(op), start_(std::chrono::steady_clock::now()) {}
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+  void Failed() { failed_ = true; }
+
+ private:
+  FuseMetrics& metrics_;
+  const FuseOp op_;
+  const std::chrono::steady_clock::time_point start_;
+  bool failed_ = false;
+};
+
+}  // namespace larder
+
+#endif  // LARDER_FUSE_METRICS_H_
