@@ -64,6 +64,16 @@ constexpr uint64_t kStatfsNameMax = 255;
 
 }  // namespace
 
+std::optional<std::string> FuseOps::PathOf(fuse_req_t req, fuse_ino_t ino,
+                                           OpScope& scope) {
+  std::optional<std::string> path = inodes_.Path(ino);
+  if (!path) {
+    scope.Failed();
+    fuse_reply_err(req, ESTALE);
+  }
+  return path;
+}
+
 void FuseOps::ReplyError(fuse_req_t req, OpScope& scope, const char* op,
                          absl::string_view path, const absl::Status& status) {
   scope.Failed();
@@ -173,12 +183,8 @@ void FuseOps::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   FuseOps* fs = Self(req);
   fs->AfterInit();
   OpScope scope(fs->metrics_, kLookup);
-  std::optional<std::string> dir = fs->inodes_.Path(parent);
-  if (!dir) {
-    scope.Failed();
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
+  std::optional<std::string> dir = fs->PathOf(req, parent, scope);
+  if (!dir) return;
   const std::string path = InodeTable::Child(*dir, name);
   absl::StatusOr<FileInfo> info = fs->StatPath(path);
   if (!info.ok()) {
@@ -225,12 +231,8 @@ void FuseOps::Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   FuseOps* fs = Self(req);
   fs->AfterInit();
   OpScope scope(fs->metrics_, kGetattr);
-  std::optional<std::string> path = fs->inodes_.Path(ino);
-  if (!path) {
-    scope.Failed();
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
+  std::optional<std::string> path = fs->PathOf(req, ino, scope);
+  if (!path) return;
   absl::StatusOr<FileInfo> info = fs->StatPath(*path);
   if (!info.ok()) {
     fs->ReplyError(req, scope, "getattr", *path, info.status());
@@ -244,12 +246,8 @@ void FuseOps::Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 void FuseOps::Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   FuseOps* fs = Self(req);
   OpScope scope(fs->metrics_, kOpendir);
-  std::optional<std::string> path = fs->inodes_.Path(ino);
-  if (!path) {
-    scope.Failed();
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
+  std::optional<std::string> path = fs->PathOf(req, ino, scope);
+  if (!path) return;
   auto* d = new DirHandle(*path);
   fi->fh = reinterpret_cast<uint64_t>(d);
   fi->cache_readdir = 0;
@@ -506,12 +504,8 @@ void FuseOps::Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
                        size_t size) {
   FuseOps* fs = Self(req);
   OpScope scope(fs->metrics_, kGetxattr);
-  std::optional<std::string> path = fs->inodes_.Path(ino);
-  if (!path) {
-    scope.Failed();
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
+  std::optional<std::string> path = fs->PathOf(req, ino, scope);
+  if (!path) return;
   const absl::string_view want = name;
   if (!absl::StartsWith(want, "user.larder.") || *path == "/") {
     fuse_reply_err(req, ENODATA);

@@ -73,6 +73,10 @@ class FuseOps {
     return static_cast<FuseOps*>(fuse_req_userdata(req));
   }
 
+  // The cluster path of inode `ino`; none, and ESTALE replied, for an inode
+  // the kernel should no longer hold.
+  std::optional<std::string> PathOf(fuse_req_t req, fuse_ino_t ino,
+                                    OpScope& scope);
   // Replies with the errno for `status`; unexpected failures are logged with
   // their cause (NotFound is an answer, not a failure).
   void ReplyError(fuse_req_t req, OpScope& scope, const char* op,
