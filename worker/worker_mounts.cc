@@ -84,10 +84,12 @@ absl::StatusOr<Mount> WorkerMounts::FindCovering(absl::string_view path) const {
   if (path.empty() || path[0] != '/')
     return absl::NotFoundError(absl::StrCat("'", path, "' is no cluster path"));
   absl::MutexLock lock(&mu_);
-  const auto& mounts = mounts_;  // Held: the lock outlives the walk.
+  // The lock is held for the whole walk; the analysis does not follow it
+  // into the callback.
+  const auto* mounts = &mounts_;
   const absl::string_view at = MountSet::Covering(
-      path, [&](absl::string_view p) { return mounts.contains(p); });
-  if (!at.empty()) return mounts.find(at)->second;
+      path, [&](absl::string_view p) { return mounts->contains(p); });
+  if (!at.empty()) return mounts->find(at)->second;
   return absl::NotFoundError(absl::StrCat("no mount holds '", path, "'"));
 }
 
