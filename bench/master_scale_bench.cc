@@ -1,6 +1,6 @@
 // Copyright 2026 The Larder Authors.
 //
-// The master under many workers and blocks (issue 22): a real `larder master`
+// The master under many workers and blocks: a real `larder master`
 // process driven by simulated workers and clients over gRPC from this
 // process. For each WxB of --sweep:
 //

@@ -5,7 +5,7 @@
 // -----------------------------------------------------------------------------
 //
 // The master's placement index: which workers hold each block. Sized for a
-// cluster of 1,000 workers and 100 million block replicas (issue 22):
+// cluster of 1,000 workers and 100 million block replicas:
 //
 //   * Workers are small integers (`Membership` hands them out), not id
 //     strings, and a block's holder sits inline in its slot (nearly every
