@@ -150,7 +150,6 @@ bool Router::Holders(const std::string& key, const std::string& owner,
   }
   v1::LocateRequest req;
   req.add_block_keys(key);
-  ++locates_;
   absl::StatusOr<v1::LocateResponse> resp = locate_(req);
   if (!resp.ok() || resp->locations_size() != 1) return false;
   holders->assign(resp->locations(0).worker_ids().begin(),
@@ -195,7 +194,6 @@ void Router::LocateAhead(absl::Span<const BlockId* const> ids) {
     const size_t end = std::min(keys.size(), begin + kPerLocate);
     v1::LocateRequest req;
     for (size_t k = begin; k < end; ++k) req.add_block_keys(keys[k]);
-    ++locates_;
     absl::StatusOr<v1::LocateResponse> resp = locate_(req);
     if (!resp.ok() || resp->locations_size() != static_cast<int>(end - begin))
       return;  // Candidates asks again, block by block.

@@ -125,8 +125,6 @@ class Router {
   // The short-circuit socket of a worker on this node; "" when none.
   std::string LocalSocket() const;
 
-  uint64_t locates() const { return locates_.load(); }
-
  private:
   bool InRebalanceWindow(const RingSnapshot& ring) const;
   // Which workers hold the block by the placement index (cached); false when
@@ -144,7 +142,7 @@ class Router {
   std::atomic<std::shared_ptr<const RingSnapshot>> ring_;
   absl::Mutex install_mu_;  // One Install at a time.
 
-  // Until when each suspect is tried last. `suspects_until_` is the latest
+  // Until when each suspect is tried last. `suspects_until_ns_` is the latest
   // of those times: once it has passed, ordering takes no lock.
   std::atomic<int64_t> suspects_until_ns_{0};
   absl::Mutex suspect_mu_;
@@ -158,7 +156,6 @@ class Router {
   absl::Mutex located_mu_;
   absl::flat_hash_map<std::string, Located> located_
       ABSL_GUARDED_BY(located_mu_);
-  std::atomic<uint64_t> locates_{0};
 };
 
 }  // namespace larder
