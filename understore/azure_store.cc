@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -40,6 +41,20 @@ std::map<std::string, std::string> ParseConnectionString(absl::string_view cs) {
         std::string(absl::StripAsciiWhitespace(kv.second));
   }
   return out;
+}
+
+// The block id of part `number` of upload `id`: every id of a blob must have
+// the same length, which the fixed-width number gives.
+std::string BlockId(absl::string_view upload_id, uint32_t number) {
+  return absl::Base64Escape(absl::StrFormat("%s-%06u", upload_id, number));
+}
+
+std::string Md5Base64(absl::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  return absl::Base64Escape(
+      absl::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 }  // namespace
@@ -249,6 +264,10 @@ absl::Status AzureStore::ErrorStatus(const Call& call,
 absl::StatusOr<ObjectInfo> AzureStore::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
   const std::string blob = keys_.KeyOf(rel);
+  if (HasUploadTempComponent(rel)) {
+    return absl::NotFoundError(absl::StrCat(
+        "stat of ", Describe(blob), ": no such blob (a name for uploads)"));
+  }
   if (!rel.empty()) {
     Call head{.method = "HEAD", .blob = blob, .op = "stat"};
     HttpResponse r;
@@ -273,6 +292,7 @@ absl::StatusOr<ObjectInfo> AzureStore::Stat(absl::string_view path) {
 absl::StatusOr<ListPage> AzureStore::List(absl::string_view dir,
                                           const ListOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
+  if (HasUploadTempComponent(rel)) return ListPage();  // Never shown.
   std::string prefix = keys_.KeyOf(rel);
   if (!prefix.empty()) prefix.push_back('/');
   Call call{.method = "GET", .blob = "", .op = "list"};
@@ -303,7 +323,7 @@ absl::StatusOr<ListPage> AzureStore::List(absl::string_view dir,
         const std::string name(e.ChildText("Name"));
         if (absl::EndsWith(name, "/")) continue;
         std::optional<std::string> entry = keys_.RelOf(name);
-        if (!entry) continue;
+        if (!entry || HasUploadTempComponent(*entry)) continue;
         ObjectInfo info;
         info.path = std::move(*entry);
         if (const XmlElement* p = e.Child("Properties")) {
@@ -316,7 +336,7 @@ absl::StatusOr<ListPage> AzureStore::List(absl::string_view dir,
         std::string name(e.ChildText("Name"));
         while (absl::EndsWith(name, "/")) name.pop_back();
         std::optional<std::string> entry = keys_.RelOf(name);
-        if (!entry) continue;
+        if (!entry || HasUploadTempComponent(*entry)) continue;
         ObjectInfo info;
         info.path = std::move(*entry);
         info.is_dir = true;
@@ -420,6 +440,85 @@ absl::Status AzureStore::CreateContainer() {
         if (r.status == 201 || r.status == 409) return absl::OkStatus();
         return ErrorStatus(call, r);
       });
+}
+
+absl::StatusOr<std::string> AzureStore::CreateUpload(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("az", path));
+  (void)rel;
+  return NewUploadId();  // Azure keeps no upload: the id names its blocks.
+}
+
+absl::StatusOr<UploadedPart> AzureStore::UploadPart(absl::string_view path,
+                                                    absl::string_view upload_id,
+                                                    uint32_t number,
+                                                    uint64_t offset,
+                                                    absl::string_view data) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("az", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("az", upload_id));
+  LARDER_RETURN_IF_ERROR(CheckUploadPart("az", number, offset, data.size()));
+  UploadedPart part{number, offset, data.size(), ""};
+  if (data.empty()) return part;  // No empty blocks: left out of the list.
+  part.token = BlockId(upload_id, number);
+  Call call{.method = "PUT",
+            .blob = keys_.KeyOf(rel),
+            .body = data,
+            .op = "put block"};
+  call.query = {{"comp", "block"}, {"blockid", part.token}};
+  call.headers = {{"Content-MD5", Md5Base64(data)}};
+  // Idempotent: a block sent again under its id replaces itself.
+  LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+      http_.options().retry, "az.put_block", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        if (r.status != 201) return ErrorStatus(call, r);
+        return absl::OkStatus();
+      }));
+  return part;
+}
+
+absl::StatusOr<ObjectInfo> AzureStore::CompleteUpload(
+    absl::string_view path, absl::string_view upload_id,
+    const std::vector<UploadedPart>& parts) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("az", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("az", upload_id));
+  LARDER_RETURN_IF_ERROR(CheckUploadParts("az", parts).status());
+  std::string body = "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>";
+  for (const UploadedPart& p : parts) {
+    if (p.size == 0) continue;  // Never sent (see UploadPart).
+    const std::string id = BlockId(upload_id, p.number);
+    if (!p.token.empty() && p.token != id) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "az: part ", p.number, "'s token is not the block id of part ",
+          p.number, " of upload ", upload_id));
+    }
+    absl::StrAppend(&body, "<Latest>", id, "</Latest>");
+  }
+  body += "</BlockList>";
+  Call call{.method = "PUT",
+            .blob = keys_.KeyOf(rel),
+            .body = body,
+            .op = "put block list"};
+  call.query = {{"comp", "blocklist"}};
+  call.headers = {{"Content-Type", "application/xml"},
+                  {"x-ms-blob-content-type", "application/octet-stream"}};
+  // Idempotent while the blocks are there; once committed, a retry that
+  // lists them again finds them committed, which Latest accepts.
+  LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+      http_.options().retry, "az.put_block_list", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        if (r.status != 201) return ErrorStatus(call, r);
+        return absl::OkStatus();
+      }));
+  return Stat(rel);
+}
+
+absl::Status AzureStore::AbortUpload(absl::string_view path,
+                                     absl::string_view upload_id) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("az", path));
+  (void)rel;
+  // Uncommitted blocks are not visible and Azure drops them after 7 days
+  // (or at the blob's next Put Block List or Put Blob); there is no call
+  // that removes only one upload's blocks.
+  return CheckLocalUploadId("az", upload_id);
 }
 
 }  // namespace larder

@@ -23,7 +23,21 @@
 // The Blob REST API over the shared libcurl client: Get Blob with x-ms-range,
 // Get Blob Properties, List Blobs with marker pagination and prefix/delimiter;
 // version = ETag, sent as If-Match and compared on every range. Retries,
-// errors and listings behave as in s3_store.h. Thread-safe.
+// errors and listings behave as in s3_store.h.
+//
+// Writes are block blobs built from blocks: the upload id is 16 random hex
+// digits of our own (no call), UploadPart is Put Block with the block id
+// base64("<upload id>-<part number, 6 digits>") (all of one length, as
+// Azure requires; the body's MD5 sent as Content-MD5), CompleteUpload is
+// Put Block List of the parts' ids (Latest) then a HEAD, and AbortUpload
+// has nothing to do: uncommitted blocks expire by themselves after 7 days.
+// Azure takes no empty block: a part of 0 bytes (the last, or the only one
+// of an empty blob) is not sent and not listed. A blob keeps one set of
+// uncommitted blocks: Put Block List (or Put Blob) of a blob discards every
+// uncommitted block not in its list, so of two uploads of the same blob at
+// once, the one completed second fails (InvalidArgument, InvalidBlockList)
+// without making anything visible. List and Stat never show blobs with a
+// component starting with kUploadTempPrefix. Thread-safe.
 #ifndef LARDER_UNDERSTORE_AZURE_STORE_H_
 #define LARDER_UNDERSTORE_AZURE_STORE_H_
 
@@ -56,6 +70,17 @@ class AzureStore final : public UnderStore {
                                    absl::Span<char> buffer,
                                    absl::string_view expected_version,
                                    uint64_t* object_size) override;
+
+  absl::StatusOr<std::string> CreateUpload(absl::string_view path) override;
+  absl::StatusOr<UploadedPart> UploadPart(absl::string_view path,
+                                          absl::string_view upload_id,
+                                          uint32_t number, uint64_t offset,
+                                          absl::string_view data) override;
+  absl::StatusOr<ObjectInfo> CompleteUpload(
+      absl::string_view path, absl::string_view upload_id,
+      const std::vector<UploadedPart>& parts) override;
+  absl::Status AbortUpload(absl::string_view path,
+                           absl::string_view upload_id) override;
 
   // Uploads a block blob (tests and tools stage data with it).
   absl::StatusOr<std::string> Put(absl::string_view path,

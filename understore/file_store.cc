@@ -182,6 +182,10 @@ absl::StatusOr<int> FileStore::OpenBeneath(const std::string& rel,
 
 absl::StatusOr<ObjectInfo> FileStore::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  if (HasUploadTempComponent(rel)) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot stat '", rel, "': no such file (an upload's)"));
+  }
   LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_PATH));
   absl::Cleanup close_fd = [fd] { ::close(fd); };
   struct stat st;
@@ -253,6 +257,10 @@ absl::Status FileStore::StatDir(const std::string& rel, struct stat* st) {
 absl::StatusOr<ListPage> FileStore::List(absl::string_view dir,
                                          const ListOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::string rel_dir, NormalizeStorePath(dir));
+  if (HasUploadTempComponent(rel_dir)) {
+    return absl::NotFoundError(absl::StrCat(
+        "cannot list '", rel_dir, "': no such directory (an upload's)"));
+  }
   const size_t page_size = std::max<size_t>(1, options.page_size);
   std::vector<std::string> token_parts =
       absl::StrSplit(options.page_token, '/', absl::SkipEmpty());
@@ -342,6 +350,7 @@ absl::StatusOr<ListPage> FileStore::List(absl::string_view dir,
       continue;
     }
     const std::string& name = *f.next++;
+    if (IsUploadTempName(name)) continue;  // An upload in progress.
     const bool at_token = !f.token.empty() && name == f.token[0];
     if (at_token && f.token.size() == 1)
       continue;  // Returned on the previous page.
@@ -428,6 +437,186 @@ absl::StatusOr<size_t> FileStore::ReadRange(absl::string_view path,
         absl::StrCat("'", rel, "' changed during the read"));
   }
   return done;
+}
+
+absl::StatusOr<int> FileStore::OpenParent(const std::string& rel, bool create,
+                                          std::string* name) const {
+  const size_t slash = rel.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "" : rel.substr(0, slash);
+  *name = rel.substr(slash == std::string::npos ? 0 : slash + 1);
+  absl::StatusOr<int> fd = OpenBeneath(dir, O_RDONLY | O_DIRECTORY);
+  if (fd.ok() || !create || fd.status().code() != absl::StatusCode::kNotFound)
+    return fd;
+  // mkdir -p: each missing directory is made in its parent, itself opened
+  // beneath the root, so no symlink on the way can lead the new directories
+  // outside it.
+  LARDER_ASSIGN_OR_RETURN(int parent, OpenBeneath("", O_RDONLY | O_DIRECTORY));
+  for (size_t start = 0; start <= dir.size();) {
+    size_t end = dir.find('/', start);
+    if (end == std::string::npos) end = dir.size();
+    const std::string component = dir.substr(start, end - start);
+    const std::string prefix = dir.substr(0, end);
+    if (::mkdirat(parent, component.c_str(), 0755) != 0 && errno != EEXIST) {
+      const int err = errno;
+      ::close(parent);
+      return ErrnoStatus(err, "cannot create directory", prefix);
+    }
+    absl::StatusOr<int> next = OpenBeneath(prefix, O_RDONLY | O_DIRECTORY);
+    ::close(parent);
+    if (!next.ok()) return next.status();
+    parent = *next;
+    start = end + 1;
+  }
+  return parent;
+}
+
+absl::StatusOr<int> FileStore::OpenUpload(const std::string& rel,
+                                          absl::string_view id, int flags,
+                                          int* dir_fd,
+                                          std::string* name) const {
+  absl::StatusOr<int> dir = OpenParent(rel, /*create=*/false, name);
+  if (!dir.ok()) {
+    if (dir.status().code() != absl::StatusCode::kNotFound) return dir.status();
+    return absl::NotFoundError(absl::StrCat("no upload ", id, " of '", rel,
+                                            "': its directory does not exist"));
+  }
+  const std::string temp = absl::StrCat(kUploadTempPrefix, id);
+  const int fd = ::openat(*dir, temp.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    ::close(*dir);
+    if (err == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("no upload ", id, " of '", rel,
+                       "' (never created, or completed or aborted since)"));
+    }
+    return ErrnoStatus(err, absl::StrCat("cannot open upload ", id, " of"),
+                       rel);
+  }
+  *dir_fd = *dir;
+  return fd;
+}
+
+absl::StatusOr<std::string> FileStore::CreateUpload(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("file", path));
+  std::string name;
+  LARDER_ASSIGN_OR_RETURN(int dir_fd, OpenParent(rel, /*create=*/true, &name));
+  absl::Cleanup close_dir = [dir_fd] { ::close(dir_fd); };
+  // 64 random bits: a collision is all but impossible, and O_EXCL makes one
+  // harmless (another id is drawn).
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::string id = NewUploadId();
+    const std::string temp = absl::StrCat(kUploadTempPrefix, id);
+    const int fd =
+        ::openat(dir_fd, temp.c_str(),
+                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      return id;
+    }
+    if (errno != EEXIST)
+      return ErrnoStatus(errno, "cannot start an upload of", rel);
+  }
+  return absl::InternalError(
+      absl::StrCat("cannot start an upload of '", rel, "': no free name"));
+}
+
+absl::StatusOr<UploadedPart> FileStore::UploadPart(absl::string_view path,
+                                                   absl::string_view upload_id,
+                                                   uint32_t number,
+                                                   uint64_t offset,
+                                                   absl::string_view data) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("file", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("file", upload_id));
+  LARDER_RETURN_IF_ERROR(CheckUploadPart("file", number, offset, data.size()));
+  if (offset + data.size() > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part ", number, " of '", rel, "' ends beyond the largest file"));
+  }
+  int dir_fd = -1;
+  std::string name;
+  LARDER_ASSIGN_OR_RETURN(int fd,
+                          OpenUpload(rel, upload_id, O_WRONLY, &dir_fd, &name));
+  absl::Cleanup close_fds = [fd, dir_fd] {
+    ::close(fd);
+    ::close(dir_fd);
+  };
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
+                               static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(
+          errno, absl::StrCat("cannot write part ", number, " of"), rel);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return UploadedPart{number, offset, data.size(), ""};
+}
+
+absl::StatusOr<ObjectInfo> FileStore::CompleteUpload(
+    absl::string_view path, absl::string_view upload_id,
+    const std::vector<UploadedPart>& parts) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("file", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("file", upload_id));
+  LARDER_ASSIGN_OR_RETURN(const uint64_t total,
+                          CheckUploadParts("file", parts));
+  int dir_fd = -1;
+  std::string name;
+  LARDER_ASSIGN_OR_RETURN(int fd,
+                          OpenUpload(rel, upload_id, O_RDWR, &dir_fd, &name));
+  absl::Cleanup close_fds = [fd, dir_fd] {
+    ::close(fd);
+    ::close(dir_fd);
+  };
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "cannot stat", rel);
+  if (static_cast<uint64_t>(st.st_size) < total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "upload ", upload_id, " of '", rel, "' holds ", st.st_size,
+        " bytes where its parts end at ", total, ": a part was not uploaded"));
+  }
+  // The file as the parts describe it, durable before it takes the name.
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0 ||
+      ::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
+    return ErrnoStatus(errno, "cannot complete the upload of", rel);
+  }
+  if (::renameat(dir_fd, absl::StrCat(kUploadTempPrefix, upload_id).c_str(),
+                 dir_fd, name.c_str()) != 0) {
+    if (errno == EISDIR) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot complete the upload of '", rel,
+                       "': a directory has that name"));
+    }
+    return ErrnoStatus(errno, "cannot complete the upload of", rel);
+  }
+  if (::fsync(dir_fd) != 0)
+    return ErrnoStatus(errno, "cannot sync the directory of", rel);
+  // The file just renamed (a Stat by name could meet a later writer's).
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "cannot stat", rel);
+  return InfoOf(rel, st);
+}
+
+absl::Status FileStore::AbortUpload(absl::string_view path,
+                                    absl::string_view upload_id) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("file", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("file", upload_id));
+  std::string name;
+  absl::StatusOr<int> dir_fd = OpenParent(rel, /*create=*/false, &name);
+  if (!dir_fd.ok()) {
+    return dir_fd.status().code() == absl::StatusCode::kNotFound
+               ? absl::OkStatus()  // No directory, no upload.
+               : dir_fd.status();
+  }
+  absl::Cleanup close_dir = [fd = *dir_fd] { ::close(fd); };
+  if (::unlinkat(*dir_fd, absl::StrCat(kUploadTempPrefix, upload_id).c_str(),
+                 0) != 0 &&
+      errno != ENOENT) {
+    return ErrnoStatus(errno, "cannot abort the upload of", rel);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace larder

@@ -26,6 +26,18 @@
 // kMaxRecursiveListDepth open directories (under_store.h): a deeper tree fails
 // with InvalidArgument naming the first directory too deep.
 //
+// Writes. An upload is one temporary file, `<dir of path>/.larder-upload-<id>`
+// (kUploadTempPrefix), made O_EXCL with mode 0600 in the target's directory
+// (made first, mkdir -p, when missing), every directory opened beneath the
+// root as reads are. UploadPart writes its bytes at their offset (pwrite;
+// any process that opened the same root may), CompleteUpload cuts the file
+// to the parts' total, makes it 0644, fsyncs it, renames it over the target
+// (atomic: a reader sees the old file or the new one) and fsyncs the
+// directory; AbortUpload unlinks it. A part never sent leaves a hole that
+// CompleteUpload cannot tell from zeros, except at the end (the file is
+// shorter than the parts say: InvalidArgument). List and Stat never show
+// names starting with kUploadTempPrefix.
+//
 // Thread-safe. Holds one descriptor of the root for its lifetime.
 #ifndef LARDER_UNDERSTORE_FILE_STORE_H_
 #define LARDER_UNDERSTORE_FILE_STORE_H_
@@ -34,6 +46,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -66,12 +79,36 @@ class FileStore final : public UnderStore {
   absl::Status MayRead(absl::string_view path,
                        const PeerCredentials& peer) override;
 
+  absl::StatusOr<std::string> CreateUpload(absl::string_view path) override;
+  absl::StatusOr<UploadedPart> UploadPart(absl::string_view path,
+                                          absl::string_view upload_id,
+                                          uint32_t number, uint64_t offset,
+                                          absl::string_view data) override;
+  absl::StatusOr<ObjectInfo> CompleteUpload(
+      absl::string_view path, absl::string_view upload_id,
+      const std::vector<UploadedPart>& parts) override;
+  absl::Status AbortUpload(absl::string_view path,
+                           absl::string_view upload_id) override;
+
  private:
   FileStore(std::string root, int root_fd)
       : root_(std::move(root)), root_fd_(root_fd) {}
 
   // Opens `rel` (already normalized) beneath the root; returns an owned fd.
   absl::StatusOr<int> OpenBeneath(const std::string& rel, int flags) const;
+  // Opens the directory that holds `rel` (normalized, not the root) beneath
+  // the root, O_RDONLY | O_DIRECTORY, and sets `*name` to rel's last
+  // component. With `create`, missing directories are made first (mkdir -p,
+  // each with mkdirat in its parent opened beneath the root). Returns an
+  // owned fd.
+  absl::StatusOr<int> OpenParent(const std::string& rel, bool create,
+                                 std::string* name) const;
+  // Opens upload `id`'s temporary file beside `rel` with `flags` (never
+  // following a symlink); `*dir_fd` gets the directory (owned, as the
+  // result). Errors: NotFound (no such upload), those of OpenParent.
+  absl::StatusOr<int> OpenUpload(const std::string& rel, absl::string_view id,
+                                 int flags, int* dir_fd,
+                                 std::string* name) const;
 
   // stat of directory `rel` ("" = the root) for MayRead, kept for
   // kDirCacheTtl: a chmod of a directory applies within a second.

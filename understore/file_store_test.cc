@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -331,6 +332,84 @@ std::string ChainPath(int levels) {
 // silently skipped everything below the limit): the recursive listing fails
 // cleanly with InvalidArgument naming the first directory too deep, quickly.
 // The listings run in a forked child, so that a crash is reported as one.
+// An upload is one 0600 file beside its target (its directory made when
+// missing) until Complete renames it, 0644, into place.
+TEST_F(FileStoreTest, UploadMakesItsDirectoryAndTheFinalMode) {
+  auto id = store_->CreateUpload("new/deep/x.bin");
+  ASSERT_TRUE(id.ok()) << id.status();
+  const std::string temp =
+      absl::StrCat(root_, "/new/deep/", kUploadTempPrefix, *id);
+  struct stat st;
+  ASSERT_EQ(::stat(temp.c_str(), &st), 0) << std::strerror(errno);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  auto part = store_->UploadPart("new/deep/x.bin", *id, 1, 0, "abc");
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->token, "");
+  auto info = store_->CompleteUpload("new/deep/x.bin", *id, {*part});
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->mode, 0644u);
+  ASSERT_EQ(::stat((root_ + "/new/deep/x.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(testing::ReadFile(root_ + "/new/deep/x.bin").value_or(""), "abc");
+  EXPECT_NE(::access(temp.c_str(), F_OK), 0);
+  // A part that was never sent at the end: the file is shorter than the
+  // parts say.
+  auto short_id = store_->CreateUpload("new/short.bin");
+  ASSERT_TRUE(short_id.ok());
+  EXPECT_EQ(store_
+                ->CompleteUpload("new/short.bin", *short_id,
+                                 {UploadedPart{1, 0, 10, ""}})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store_->AbortUpload("new/short.bin", *short_id).ok());
+  // A directory at the target is not replaced.
+  auto dir_id = store_->CreateUpload("dir/sub");
+  ASSERT_TRUE(dir_id.ok());
+  auto dir_part = store_->UploadPart("dir/sub", *dir_id, 1, 0, "x");
+  ASSERT_TRUE(dir_part.ok());
+  EXPECT_EQ(
+      store_->CompleteUpload("dir/sub", *dir_id, {*dir_part}).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store_->Stat("dir/sub/c").ok());
+  EXPECT_TRUE(store_->AbortUpload("dir/sub", *dir_id).ok());
+}
+
+// Uploads are confined as reads are: no directory or file is made outside
+// the root, whatever the symlinks on the way.
+TEST_F(FileStoreTest, UploadsStayBeneathTheRoot) {
+  for (const char* p : {"dirlink_out/x.bin", "dirlink_out/sub/x.bin"}) {
+    EXPECT_EQ(store_->CreateUpload(p).status().code(),
+              absl::StatusCode::kPermissionDenied)
+        << p;
+  }
+  std::error_code ec;
+  EXPECT_TRUE(std::filesystem::is_empty(outer_.path() + "/outside_dir", ec));
+  // A symlink at the target is replaced itself; what it points at is not
+  // written.
+  auto id = store_->CreateUpload("link_out");
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto part = store_->UploadPart("link_out", *id, 1, 0, "new");
+  ASSERT_TRUE(part.ok());
+  ASSERT_TRUE(store_->CompleteUpload("link_out", *id, {*part}).ok());
+  EXPECT_EQ(testing::ReadFile(outer_.path() + "/secret.txt").value_or(""),
+            "outside");
+  EXPECT_EQ(testing::ReadFile(root_ + "/link_out").value_or(""), "new");
+  // Upload ids name files: only this store's own are taken.
+  for (const char* bad : {"../../secret.txt", "0123456789abcdeF", ""}) {
+    EXPECT_EQ(store_->UploadPart("a.txt", bad, 1, 0, "x").status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ(store_->AbortUpload("a.txt", bad).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(store_->UploadPart("a.txt", "0123456789abcdef", 1, 0, "x")
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(FileStoreDepthTest, DeepChainFailsCleanlyInBoundedTime) {
   testing::TempDir dir;
   const std::string root = dir.path() + "/deep";

@@ -228,15 +228,17 @@ absl::Status HdfsStore::ErrorStatus(absl::string_view op,
   return absl::UnknownError(msg);
 }
 
-absl::StatusOr<HttpResponse> HdfsStore::Get(
-    const std::string& url, absl::string_view op, const std::string& rel,
-    absl::Span<char> sink, const std::vector<std::string>& resolve,
-    absl::Time deadline) {
+absl::StatusOr<HttpResponse> HdfsStore::Send(
+    absl::string_view method, const std::string& url, absl::string_view op,
+    const std::string& rel, absl::string_view body, absl::Span<char> sink,
+    const std::vector<std::string>& resolve, absl::Time deadline) {
   HttpResponse r;
   LARDER_RETURN_IF_ERROR(RetryWithBackoff(
       http_.options().retry, absl::StrCat("hdfs.", op), [&]() -> absl::Status {
         HttpRequest req;
+        req.method = std::string(method);
         req.url = url;
+        req.body = body;
         req.resolve = resolve;
         if (deadline != absl::InfiniteFuture()) {
           req.timeout = deadline - absl::Now();
@@ -257,6 +259,14 @@ absl::StatusOr<HttpResponse> HdfsStore::Get(
 
 absl::StatusOr<ObjectInfo> HdfsStore::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  if (HasUploadTempComponent(rel)) {
+    return absl::NotFoundError(absl::StrCat("WebHDFS stat of ", HdfsPath(rel),
+                                            ": no such file (an upload's)"));
+  }
+  return StatAny(rel);
+}
+
+absl::StatusOr<ObjectInfo> HdfsStore::StatAny(const std::string& rel) {
   LARDER_ASSIGN_OR_RETURN(HttpResponse r,
                           Get(Url(rel, "GETFILESTATUS"), "stat", rel));
   return webhdfs::ParseFileStatus(r.body, rel, HdfsPath(rel));
@@ -354,6 +364,7 @@ absl::Status HdfsStore::Walk(const std::string& rel, const std::string& after,
     ObjectInfo& e = f.batch[f.next++];
     f.cursor = std::string(
         absl::string_view(e.path).substr(f.dir.empty() ? 0 : f.dir.size() + 1));
+    if (IsUploadTempName(f.cursor)) continue;  // An upload in progress.
     if (!e.is_dir) {
       out->push_back(std::move(e));
       if (out->size() >= limit) return absl::OkStatus();
@@ -369,6 +380,11 @@ absl::Status HdfsStore::Walk(const std::string& rel, const std::string& after,
 absl::StatusOr<ListPage> HdfsStore::List(absl::string_view dir,
                                          const ListOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
+  if (HasUploadTempComponent(rel)) {
+    return absl::NotFoundError(
+        absl::StrCat("WebHDFS list of ", HdfsPath(rel),
+                     ": no such directory (an upload's)"));
+  }
   const size_t limit = std::max<size_t>(1, options.page_size);
   const absl::Time deadline = absl::Now() + list_deadline_;
   ListPage page;
@@ -397,16 +413,19 @@ absl::StatusOr<ListPage> HdfsStore::List(absl::string_view dir,
   std::string after = options.page_token;
   for (;;) {
     LARDER_ASSIGN_OR_RETURN(auto batch, ListBatch(rel, after, deadline));
+    // ListBatch saw to it that a batch with more to come was not empty.
+    if (batch.first.empty()) return page;
+    const std::string last = name(batch.first.back());
     for (ObjectInfo& e : batch.first) {
+      if (IsUploadTempName(name(e))) continue;  // An upload in progress.
       if (page.entries.size() == limit) {
         page.next_page_token = name(page.entries.back());
         return page;
       }
       page.entries.push_back(std::move(e));
     }
-    // ListBatch saw to it that a batch with more to come was not empty.
-    if (!batch.second || page.entries.empty()) return page;
-    after = name(page.entries.back());
+    if (!batch.second) return page;
+    after = last;
   }
 }
 
@@ -475,6 +494,213 @@ absl::StatusOr<size_t> HdfsStore::ReadRange(absl::string_view path,
                      ": the file changed during the read"));
   }
   return static_cast<size_t>(want);
+}
+
+namespace {
+
+// The part files of an upload: `<dir of rel>/.larder-upload-<id>.<number>`.
+std::string PartPrefix(const std::string& rel, absl::string_view id) {
+  const size_t slash = rel.rfind('/');
+  return JoinStorePath(
+      slash == std::string::npos ? "" : absl::string_view(rel).substr(0, slash),
+      absl::StrCat(kUploadTempPrefix, id, "."));
+}
+
+// The value of a {"boolean": ...} answer; nullopt when it is not one.
+std::optional<bool> ParseBoolean(const std::string& body) {
+  absl::StatusOr<Struct> doc = ParseJson(body);
+  if (!doc.ok()) return std::nullopt;
+  const Value* v = Field(*doc, "boolean");
+  if (v == nullptr || v->kind_case() != Value::kBoolValue) return std::nullopt;
+  return v->bool_value();
+}
+
+}  // namespace
+
+absl::Status HdfsStore::CreateFile(const std::string& rel,
+                                   absl::string_view data) {
+  const std::string url = Url(rel, "CREATE", {{"overwrite", "true"}});
+  // Both steps in each attempt: the namenode may send a retry elsewhere.
+  return RetryWithBackoff(
+      http_.options().retry, "hdfs.create", [&]() -> absl::Status {
+        HttpRequest req;
+        req.method = "PUT";
+        req.url = url;
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req));
+        if (r.status >= 400) return ErrorStatus("create", rel, r);
+        if (r.status != 301 && r.status != 302 && r.status != 303 &&
+            r.status != 307 && r.status != 308) {
+          return absl::InternalError(
+              absl::StrCat("WebHDFS create of ", HdfsPath(rel), " at ",
+                           base_url_, ": the namenode answered HTTP ", r.status,
+                           " instead of a redirect to a datanode"));
+        }
+        const std::string location(r.Header("location"));
+        if (location.empty()) {
+          return absl::InternalError(
+              absl::StrCat("WebHDFS create of ", HdfsPath(rel),
+                           ": redirect without Location"));
+        }
+        absl::StatusOr<RedirectTarget> to = redirects_.Check(url, location);
+        if (!to.ok()) {
+          absl::Status st(
+              to.status().code(),
+              absl::StrCat("WebHDFS create of ", HdfsPath(rel), " at ",
+                           base_url_, ": ", to.status().message()));
+          LARDER_LOG(WARNING, "hdfs.redirect.refused").Field("status", st);
+          return st;
+        }
+        HttpRequest put;
+        put.method = "PUT";
+        put.url = to->url;
+        put.resolve = to->resolve;
+        put.body = data;
+        LARDER_ASSIGN_OR_RETURN(HttpResponse w, http_.Send(put));
+        if (w.status == 201 || w.status == 200) return absl::OkStatus();
+        return ErrorStatus("create", rel, w);
+      });
+}
+
+absl::Status HdfsStore::DeleteFile(const std::string& rel) {
+  absl::StatusOr<HttpResponse> r =
+      Send("DELETE", Url(rel, "DELETE", {{"recursive", "false"}}), "delete",
+           rel, {});
+  // {"boolean": false}: there was nothing to delete.
+  if (r.ok() || r.status().code() == absl::StatusCode::kNotFound)
+    return absl::OkStatus();
+  return r.status();
+}
+
+absl::StatusOr<std::string> HdfsStore::CreateUpload(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("hdfs", path));
+  (void)rel;
+  return NewUploadId();  // The parts' names are made of it; nothing to call.
+}
+
+absl::StatusOr<UploadedPart> HdfsStore::UploadPart(absl::string_view path,
+                                                   absl::string_view upload_id,
+                                                   uint32_t number,
+                                                   uint64_t offset,
+                                                   absl::string_view data) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("hdfs", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("hdfs", upload_id));
+  LARDER_RETURN_IF_ERROR(CheckUploadPart("hdfs", number, offset, data.size()));
+  const std::string part = absl::StrCat(PartPrefix(rel, upload_id), number);
+  LARDER_RETURN_IF_ERROR(CreateFile(part, data));
+  const size_t slash = part.rfind('/');
+  return UploadedPart{number, offset, data.size(),
+                      part.substr(slash == std::string::npos ? 0 : slash + 1)};
+}
+
+absl::StatusOr<ObjectInfo> HdfsStore::CompleteUpload(
+    absl::string_view path, absl::string_view upload_id,
+    const std::vector<UploadedPart>& parts) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("hdfs", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("hdfs", upload_id));
+  LARDER_ASSIGN_OR_RETURN(const uint64_t total,
+                          CheckUploadParts("hdfs", parts));
+  const std::string prefix = PartPrefix(rel, upload_id);
+  const std::string first = absl::StrCat(prefix, 1);
+  absl::StatusOr<ObjectInfo> head = StatAny(first);
+  if (head.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat(
+        "WebHDFS complete of upload ", upload_id, " of ", HdfsPath(rel),
+        ": its part 1 is not there (never uploaded, or the upload was "
+        "completed or aborted)"));
+  }
+  if (!head.ok()) return head.status();
+
+  // 1. Parts 2..n appended to part 1, in one CONCAT. A part 1 that holds the
+  // total already was concatenated by an earlier attempt.
+  if (parts.size() > 1 && head->size != total) {
+    std::vector<std::string> sources;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i].size == 0) continue;  // HDFS refuses empty sources.
+      sources.push_back(HdfsPath(absl::StrCat(prefix, parts[i].number)));
+    }
+    absl::StatusOr<HttpResponse> r =
+        Send("POST",
+             Url(first, "CONCAT", {{"sources", absl::StrJoin(sources, ",")}}),
+             "concat", first, {});
+    if (!r.ok()) {
+      // A retried CONCAT whose first attempt went through finds its sources
+      // gone; the size of part 1 says whether that is what happened.
+      absl::StatusOr<ObjectInfo> again = StatAny(first);
+      if (!again.ok() || again->size != total) return r.status();
+    }
+    LARDER_ASSIGN_OR_RETURN(head, StatAny(first));
+  }
+  if (head->is_dir || head->size != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WebHDFS complete of upload ", upload_id, " of ",
+                     HdfsPath(rel), ": the parts on the store hold ",
+                     head->size, " bytes where the list says ", total,
+                     " (a part missing, or of another size than listed)"));
+  }
+
+  // 2. Part 1 becomes the target. The RENAME that WebHDFS documents does
+  // not replace a file, so one at the target is deleted first: on HDFS an
+  // overwrite is NOT atomic (readers find no file in between).
+  absl::StatusOr<ObjectInfo> existing = StatAny(rel);
+  if (existing.ok()) {
+    if (existing->is_dir) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("WebHDFS complete of ", HdfsPath(rel),
+                       ": a directory has that name"));
+    }
+    LARDER_RETURN_IF_ERROR(DeleteFile(rel));
+  } else if (existing.status().code() != absl::StatusCode::kNotFound) {
+    return existing.status();
+  }
+  absl::StatusOr<HttpResponse> r =
+      Send("PUT", Url(first, "RENAME", {{"destination", HdfsPath(rel)}}),
+           "rename", first, {});
+  if (!r.ok() || ParseBoolean(r->body) != true) {
+    // Done by an attempt whose answer was lost: part 1 is gone and the
+    // target holds its bytes.
+    absl::StatusOr<ObjectInfo> part = StatAny(first);
+    absl::StatusOr<ObjectInfo> target = StatAny(rel);
+    const bool done = part.status().code() == absl::StatusCode::kNotFound &&
+                      target.ok() && !target->is_dir && target->size == total;
+    if (!done) {
+      if (!r.ok()) return r.status();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "WebHDFS rename of upload ", upload_id, " to ", HdfsPath(rel), " at ",
+          base_url_,
+          ": the namenode refused (false: was a file created there "
+          "meanwhile?)"));
+    }
+  }
+  return Stat(rel);
+}
+
+absl::Status HdfsStore::AbortUpload(absl::string_view path,
+                                    absl::string_view upload_id) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("hdfs", path));
+  LARDER_RETURN_IF_ERROR(CheckLocalUploadId("hdfs", upload_id));
+  const size_t slash = rel.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "" : rel.substr(0, slash);
+  const std::string parts = absl::StrCat(kUploadTempPrefix, upload_id, ".");
+  // Names sort bytewise: the parts follow ".larder-upload-<id>" at once, and
+  // the listing stops at the first name that is not one.
+  std::string after = absl::StrCat(kUploadTempPrefix, upload_id);
+  const absl::Time deadline = absl::Now() + list_deadline_;
+  for (;;) {
+    absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> batch =
+        ListBatch(dir, after, deadline);
+    if (batch.status().code() == absl::StatusCode::kNotFound)
+      return absl::OkStatus();  // No directory, no parts.
+    if (!batch.ok()) return batch.status();
+    for (const ObjectInfo& e : batch->first) {
+      const std::string name(
+          absl::string_view(e.path).substr(dir.empty() ? 0 : dir.size() + 1));
+      if (!absl::StartsWith(name, parts)) return absl::OkStatus();
+      LARDER_RETURN_IF_ERROR(DeleteFile(e.path));
+      after = name;
+    }
+    if (!batch->second || batch->first.empty()) return absl::OkStatus();
+  }
 }
 
 }  // namespace larder

@@ -43,6 +43,24 @@
 // $HADOOP_USER_NAME), or a delegation token from $HDFS_DELEGATION_TOKEN (a
 // secret: never in the URI, redacted from logs).
 //
+// Writes. Each part of an upload is a file of its own beside the target,
+// `<dir of path>/.larder-upload-<id>.<number>` (kUploadTempPrefix; the id is
+// 16 random hex digits of our own, CreateUpload makes no call), written with
+// CREATE (overwrite=true, so a part sent again replaces itself) in its two
+// steps: the namenode answers 307 to a datanode, which is followed only where
+// the redirect policy allows (as OPEN's), and the data goes there.
+// CompleteUpload CONCATs parts 2..n into part 1 (HDFS refuses empty
+// sources: an empty last part is left out), checks that part 1 now holds
+// the parts' total, DELETEs the file at the target if there is one and
+// RENAMEs part 1 to the target, then Stats it. The DELETE makes an
+// overwrite NOT atomic on HDFS: between it and the RENAME, readers find no
+// file (WebHDFS's documented RENAME never replaces a file). A Complete that
+// failed half-way (or was retried) may be called again: a CONCAT or a
+// RENAME already done is recognised by the sizes and names it left.
+// AbortUpload lists the directory from `.larder-upload-<id>` on and DELETEs
+// every `.larder-upload-<id>.*`. List and Stat never show names starting
+// with kUploadTempPrefix.
+//
 // Versions: HDFS has no ETag; the version is "<modificationTime ms>-<length>"
 // and is checked with GETFILESTATUS before and after every ranged read, so a
 // file replaced during a read fails with FailedPrecondition instead of
@@ -105,6 +123,19 @@ class HdfsStore final : public UnderStore {
                                    absl::string_view expected_version,
                                    uint64_t* object_size) override;
 
+  absl::StatusOr<std::string> CreateUpload(absl::string_view path) override;
+  // Errors as UnderStore::UploadPart, and PermissionDenied for a redirect
+  // the policy refuses.
+  absl::StatusOr<UploadedPart> UploadPart(absl::string_view path,
+                                          absl::string_view upload_id,
+                                          uint32_t number, uint64_t offset,
+                                          absl::string_view data) override;
+  absl::StatusOr<ObjectInfo> CompleteUpload(
+      absl::string_view path, absl::string_view upload_id,
+      const std::vector<UploadedPart>& parts) override;
+  absl::Status AbortUpload(absl::string_view path,
+                           absl::string_view upload_id) override;
+
  private:
   HdfsStore(std::string base_url, std::string root, std::string user,
             std::string token, HttpOptions http, RedirectPolicy redirects,
@@ -129,7 +160,21 @@ class HdfsStore final : public UnderStore {
   absl::StatusOr<HttpResponse> Get(
       const std::string& url, absl::string_view op, const std::string& rel,
       absl::Span<char> sink = {}, const std::vector<std::string>& resolve = {},
+      absl::Time deadline = absl::InfiniteFuture()) {
+    return Send("GET", url, op, rel, {}, sink, resolve, deadline);
+  }
+  // As Get, with `method` and a request body.
+  absl::StatusOr<HttpResponse> Send(
+      absl::string_view method, const std::string& url, absl::string_view op,
+      const std::string& rel, absl::string_view body,
+      absl::Span<char> sink = {}, const std::vector<std::string>& resolve = {},
       absl::Time deadline = absl::InfiniteFuture());
+  // GETFILESTATUS of `rel`, names reserved for uploads included.
+  absl::StatusOr<ObjectInfo> StatAny(const std::string& rel);
+  // Writes file `rel` (replacing it) with CREATE's two steps, retried whole.
+  absl::Status CreateFile(const std::string& rel, absl::string_view data);
+  // DELETE of file `rel` (not recursive); one already gone is OK.
+  absl::Status DeleteFile(const std::string& rel);
   absl::Status ErrorStatus(absl::string_view op, const std::string& rel,
                            const HttpResponse& response) const;
   // One LISTSTATUS_BATCH page of directory `rel`: the children after child

@@ -262,18 +262,26 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
                      static_cast<curl_off_t>(request.body.size()));
   } else if (request.method != "GET") {
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-    if (!request.body.empty()) {
-      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+    // A POST always says its length, 0 included (S3 and others answer 411
+    // to a POST without Content-Length).
+    if (!request.body.empty() || request.method == "POST") {
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS,
+                       request.body.empty() ? "" : request.body.data());
       curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
                        static_cast<curl_off_t>(request.body.size()));
     }
   }
 
   struct curl_slist* headers = nullptr;
+  bool has_content_type = false;
   for (const auto& [name, value] : request.headers) {
     headers =
         curl_slist_append(headers, absl::StrCat(name, ": ", value).c_str());
+    has_content_type =
+        has_content_type || absl::EqualsIgnoreCase(name, "content-type");
   }
+  // libcurl would call a body it posts a form; the caller says what it is.
+  if (!has_content_type) headers = curl_slist_append(headers, "Content-Type:");
   headers =
       curl_slist_append(headers, "Expect:");  // No 100-continue round trip.
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);

@@ -80,6 +80,40 @@ bool ValidBucketName(absl::string_view b) {
   return true;
 }
 
+// What S3 gives as an UploadId and what may travel in a query: 1 to 1024
+// printable ASCII characters.
+absl::Status CheckS3UploadId(absl::string_view id) {
+  bool ok = !id.empty() && id.size() <= 1024;
+  for (char c : id) ok = ok && c >= 0x21 && c <= 0x7e;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "s3: an upload id is 1 to 1024 printable ASCII characters");
+}
+
+// Text for an XML element's content.
+std::string XmlEscape(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
 absl::Time ParseIsoTime(absl::string_view text) {
   absl::Time t;
   std::string err;
@@ -206,7 +240,7 @@ absl::StatusOr<HttpResponse> S3Store::SendOnce(const Call& call,
   req.method = call.method;
   req.query = call.query;
   req.headers = call.headers;
-  if (!call.body.empty() || call.method == "PUT")
+  if (!call.body.empty() || call.method == "PUT" || call.method == "POST")
     req.payload_sha256 = Sha256Hex(call.body);
   std::string encoded_key = UriEncode(call.key, /*keep_slash=*/true);
   if (path_style_) {
@@ -260,6 +294,8 @@ absl::Status S3Store::ErrorStatus(const Call& call,
       response.Header("x-amz-request-id"),
       response.Header("x-amz-request-id").empty() ? "" : ")"));
   if (code == "SlowDown") return absl::ResourceExhaustedError(msg);
+  if (code == "NotImplemented" || code == "MethodNotAllowed")
+    return absl::UnimplementedError(msg);
   if (code == "RequestTimeout" || code == "InternalError")
     return absl::UnavailableError(msg);
   if (code == "NoSuchBucket") {
@@ -277,6 +313,10 @@ absl::Status S3Store::ErrorStatus(const Call& call,
 absl::StatusOr<ObjectInfo> S3Store::Stat(absl::string_view path) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
   const std::string key = keys_.KeyOf(rel);
+  if (HasUploadTempComponent(rel)) {
+    return absl::NotFoundError(absl::StrCat(
+        "stat of ", Describe(key), ": no such object (a name for uploads)"));
+  }
   if (!rel.empty()) {
     Call head{.method = "HEAD", .key = key, .op = "stat"};
     HttpResponse response;
@@ -308,6 +348,7 @@ absl::StatusOr<ObjectInfo> S3Store::Stat(absl::string_view path) {
 absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
                                        const ListOptions& options) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
+  if (HasUploadTempComponent(rel)) return ListPage();  // Never shown.
   std::string list_prefix = keys_.KeyOf(rel);
   if (!list_prefix.empty()) list_prefix.push_back('/');
   Call call{.method = "GET", .key = "", .op = "list"};
@@ -352,6 +393,7 @@ absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
             .Field("why", "not addressable");
         continue;
       }
+      if (HasUploadTempComponent(*entry_rel)) continue;
       ObjectInfo info;
       info.path = std::move(*entry_rel);
       info.size = ParseUint(e.ChildText("Size")).value_or(0);
@@ -364,7 +406,7 @@ absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
       while (absl::ConsumeSuffix(&p, "/")) {
       }
       std::optional<std::string> entry_rel = keys_.RelOf(p);
-      if (!entry_rel) continue;
+      if (!entry_rel || HasUploadTempComponent(*entry_rel)) continue;
       ObjectInfo info;
       info.path = std::move(*entry_rel);
       info.is_dir = true;
@@ -494,6 +536,156 @@ absl::Status S3Store::Delete(absl::string_view path) {
           return absl::OkStatus();
         return ErrorStatus(call, r);
       });
+}
+
+absl::StatusOr<std::string> S3Store::CreateUpload(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("s3", path));
+  Call call{.method = "POST", .key = keys_.KeyOf(rel), .op = "create upload"};
+  call.query = {{"uploads", ""}};
+  // The object's type, as PutObject leaves it (and not the HTTP client's).
+  call.headers = {{"Content-Type", "application/octet-stream"}};
+  std::string id;
+  LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+      http_.options().retry, "s3.create_upload", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        if (r.status != 200) return ErrorStatus(call, r);
+        absl::StatusOr<XmlElement> doc = ParseXml(r.body);
+        if (!doc.ok() || doc->name != "InitiateMultipartUploadResult") {
+          return absl::InternalError(
+              absl::StrCat("S3 create upload of ", Describe(call.key),
+                           ": unexpected response body"));
+        }
+        id = std::string(doc->ChildText("UploadId"));
+        absl::Status valid = CheckS3UploadId(id);
+        if (!valid.ok()) {
+          return absl::InternalError(absl::StrCat(
+              "S3 create upload of ", Describe(call.key),
+              ": the server's UploadId is unusable: ", valid.message()));
+        }
+        return absl::OkStatus();
+      }));
+  return id;
+}
+
+absl::StatusOr<UploadedPart> S3Store::UploadPart(absl::string_view path,
+                                                 absl::string_view upload_id,
+                                                 uint32_t number,
+                                                 uint64_t offset,
+                                                 absl::string_view data) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("s3", path));
+  LARDER_RETURN_IF_ERROR(CheckS3UploadId(upload_id));
+  LARDER_RETURN_IF_ERROR(CheckUploadPart("s3", number, offset, data.size()));
+  Call call{.method = "PUT",
+            .key = keys_.KeyOf(rel),
+            .body = data,
+            .op = "upload part"};
+  call.query = {{"partNumber", absl::StrCat(number)},
+                {"uploadId", std::string(upload_id)}};
+  UploadedPart part{number, offset, data.size(), ""};
+  // Idempotent: a part sent again replaces itself.
+  LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+      http_.options().retry, "s3.upload_part", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        if (r.status != 200) return ErrorStatus(call, r);
+        part.token = NormalizeEtag(r.Header("etag"));
+        if (part.token.empty()) {
+          return absl::InternalError(absl::StrCat("S3 upload of part ", number,
+                                                  " of ", Describe(call.key),
+                                                  ": the answer has no ETag"));
+        }
+        return absl::OkStatus();
+      }));
+  return part;
+}
+
+absl::StatusOr<ObjectInfo> S3Store::CompleteUpload(
+    absl::string_view path, absl::string_view upload_id,
+    const std::vector<UploadedPart>& parts) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("s3", path));
+  LARDER_RETURN_IF_ERROR(CheckS3UploadId(upload_id));
+  LARDER_RETURN_IF_ERROR(CheckUploadParts("s3", parts).status());
+  std::string body =
+      "<CompleteMultipartUpload "
+      "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+  for (const UploadedPart& p : parts) {
+    if (p.token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "s3: part ", p.number, " has no ETag (its token from UploadPart)"));
+    }
+    absl::StrAppend(&body, "<Part><PartNumber>", p.number,
+                    "</PartNumber><ETag>&quot;", XmlEscape(p.token),
+                    "&quot;</ETag></Part>");
+  }
+  body += "</CompleteMultipartUpload>";
+  Call call{.method = "POST",
+            .key = keys_.KeyOf(rel),
+            .body = body,
+            .op = "complete upload"};
+  call.query = {{"uploadId", std::string(upload_id)}};
+  call.headers = {{"Content-Type", "application/xml"}};
+  std::string etag;
+  // A retry after an attempt that went through meets NoSuchUpload
+  // (NotFound): the caller may Stat to see whether its object is there.
+  LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+      http_.options().retry, "s3.complete_upload", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        if (r.status != 200) return ErrorStatus(call, r);
+        // S3 may answer 200 and then, having kept the connection alive
+        // with whitespace, an <Error>: the upload did not complete.
+        absl::StatusOr<XmlElement> doc =
+            ParseXml(absl::StripLeadingAsciiWhitespace(r.body));
+        if (doc.ok() && doc->name == "Error") {
+          r.body = std::string(absl::StripLeadingAsciiWhitespace(r.body));
+          absl::Status st = ErrorStatus(call, r);
+          // S3 sends this for transient failures (InternalError, SlowDown)
+          // and asks for a retry: Unavailable unless the code says more.
+          return st.code() == absl::StatusCode::kUnknown
+                     ? absl::UnavailableError(st.message())
+                     : st;
+        }
+        if (!doc.ok() || doc->name != "CompleteMultipartUploadResult") {
+          return absl::UnavailableError(
+              absl::StrCat("S3 complete upload of ", Describe(call.key),
+                           ": unexpected response body"));
+        }
+        etag = std::string(absl::StripSuffix(
+            absl::StripPrefix(doc->ChildText("ETag"), "\""), "\""));
+        return absl::OkStatus();
+      }));
+  // The version is the ETag this upload completed with: a HEAD now may
+  // already see another writer's object (the last Complete wins), whose
+  // version must not name these bytes.
+  LARDER_ASSIGN_OR_RETURN(ObjectInfo info, Stat(rel));
+  if (!etag.empty() && info.version != etag) {
+    info.version = etag;
+    info.size = 0;
+    for (const UploadedPart& p : parts) info.size += p.size;
+  }
+  return info;
+}
+
+absl::Status S3Store::AbortUpload(absl::string_view path,
+                                  absl::string_view upload_id) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeUploadPath("s3", path));
+  LARDER_RETURN_IF_ERROR(CheckS3UploadId(upload_id));
+  Call call{.method = "DELETE", .key = keys_.KeyOf(rel), .op = "abort upload"};
+  call.query = {{"uploadId", std::string(upload_id)}};
+  absl::Status st = RetryWithBackoff(
+      http_.options().retry, "s3.abort_upload", [&]() -> absl::Status {
+        LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
+        // 404 NoSuchUpload: aborted or completed already.
+        if (r.status == 204 || r.status == 200 || r.status == 404)
+          return absl::OkStatus();
+        return ErrorStatus(call, r);
+      });
+  if (st.code() == absl::StatusCode::kUnimplemented) {
+    return absl::UnimplementedError(absl::StrCat(
+        st.message(),
+        " (this S3 endpoint has no AbortMultipartUpload: the upload's parts "
+        "stay on the server, invisible, until a lifecycle rule removes "
+        "them)"));
+  }
+  return st;
 }
 
 }  // namespace larder

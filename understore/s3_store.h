@@ -34,6 +34,17 @@
 // recursive) and continuation tokens. Keys that cannot be addressed as store
 // paths (with "." / ".." / empty components) are skipped in listings.
 //
+// Writes are S3 multipart uploads: CreateUpload is CreateMultipartUpload
+// (its UploadId is the upload id), UploadPart is UploadPart (the part's ETag
+// is its token), CompleteUpload is CompleteMultipartUpload (a 200 whose body
+// is an <Error> is a failure, as S3 documents) followed by a HEAD, and
+// AbortUpload is AbortMultipartUpload (NoSuchUpload is OK). Every body is
+// signed (x-amz-content-sha256 is its SHA-256). A server without
+// AbortMultipartUpload (s3rver 3.7.1 answers MethodNotAllowed) makes
+// AbortUpload Unimplemented: the parts stay on that server, nothing is
+// visible. List and Stat never show keys with a component starting with
+// kUploadTempPrefix (no S3 upload makes one; other backends' uploads do).
+//
 // Thread-safe.
 #ifndef LARDER_UNDERSTORE_S3_STORE_H_
 #define LARDER_UNDERSTORE_S3_STORE_H_
@@ -68,6 +79,17 @@ class S3Store final : public UnderStore {
                                    absl::Span<char> buffer,
                                    absl::string_view expected_version,
                                    uint64_t* object_size) override;
+
+  absl::StatusOr<std::string> CreateUpload(absl::string_view path) override;
+  absl::StatusOr<UploadedPart> UploadPart(absl::string_view path,
+                                          absl::string_view upload_id,
+                                          uint32_t number, uint64_t offset,
+                                          absl::string_view data) override;
+  absl::StatusOr<ObjectInfo> CompleteUpload(
+      absl::string_view path, absl::string_view upload_id,
+      const std::vector<UploadedPart>& parts) override;
+  absl::Status AbortUpload(absl::string_view path,
+                           absl::string_view upload_id) override;
 
   // Uploads `data` as `path` with a single PutObject; returns the new version.
   // Used by tests and tools to stage data; the cache itself never writes.

@@ -1,10 +1,60 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/under_store.h"
 
+#include <openssl/rand.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "understore/uri.h"
 
 namespace larder {
+namespace {
+
+absl::Status CannotWrite(absl::string_view scheme) {
+  return absl::UnimplementedError(
+      absl::StrCat(scheme, ": this under-store cannot write"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> UnderStore::CreateUpload(absl::string_view path) {
+  (void)path;
+  return CannotWrite(scheme());
+}
+
+absl::StatusOr<UploadedPart> UnderStore::UploadPart(absl::string_view path,
+                                                    absl::string_view upload_id,
+                                                    uint32_t number,
+                                                    uint64_t offset,
+                                                    absl::string_view data) {
+  (void)path;
+  (void)upload_id;
+  (void)number;
+  (void)offset;
+  (void)data;
+  return CannotWrite(scheme());
+}
+
+absl::StatusOr<ObjectInfo> UnderStore::CompleteUpload(
+    absl::string_view path, absl::string_view upload_id,
+    const std::vector<UploadedPart>& parts) {
+  (void)path;
+  (void)upload_id;
+  (void)parts;
+  return CannotWrite(scheme());
+}
+
+absl::Status UnderStore::AbortUpload(absl::string_view path,
+                                     absl::string_view upload_id) {
+  (void)path;
+  (void)upload_id;
+  return CannotWrite(scheme());
+}
 
 absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
                      absl::FunctionRef<absl::Status(const ObjectInfo&)> fn,
@@ -41,6 +91,112 @@ absl::StatusOr<ObjectInfo> StatAsDirectory(UnderStore& store,
   info.path = rel;
   info.is_dir = true;
   return info;
+}
+
+bool IsUploadTempName(absl::string_view name) {
+  return absl::StartsWith(name, kUploadTempPrefix);
+}
+
+bool HasUploadTempComponent(absl::string_view rel) {
+  for (absl::string_view part : absl::StrSplit(rel, '/')) {
+    if (IsUploadTempName(part)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::string> NormalizeUploadPath(absl::string_view scheme,
+                                                absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  if (rel.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(scheme, ": cannot upload to the store root"));
+  }
+  if (HasUploadTempComponent(rel)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        scheme, ": cannot upload to '", rel, "': names starting with '",
+        kUploadTempPrefix, "' are reserved for uploads in progress"));
+  }
+  return rel;
+}
+
+std::string NewUploadId() {
+  unsigned char bytes[8];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    // OpenSSL's generator is seeded from the kernel; it does not fail on
+    // Linux. Should it, the time and address still keep ids apart.
+    const uint64_t t = static_cast<uint64_t>(absl::GetCurrentTimeNanos()) ^
+                       reinterpret_cast<uintptr_t>(&bytes);
+    for (size_t i = 0; i < sizeof(bytes); ++i)
+      bytes[i] = static_cast<unsigned char>(t >> (8 * i));
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+absl::Status CheckLocalUploadId(absl::string_view scheme,
+                                absl::string_view id) {
+  bool ok = id.size() == 16;
+  for (char c : id) {
+    ok = ok && (absl::ascii_isdigit(static_cast<unsigned char>(c)) ||
+                (c >= 'a' && c <= 'f'));
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(scheme, ": '", absl::CHexEscape(id.substr(0, 64)),
+                   "' is no upload id of this store (16 hex digits)"));
+}
+
+absl::Status CheckUploadPart(absl::string_view scheme, uint32_t number,
+                             uint64_t offset, uint64_t size) {
+  if (number < 1 || number > kMaxUploadParts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        scheme, ": part number ", number, " is outside 1..", kMaxUploadParts));
+  }
+  if (offset + size < offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        scheme, ": part ", number, " at offset ", offset, " overflows"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> CheckUploadParts(
+    absl::string_view scheme, const std::vector<UploadedPart>& parts) {
+  if (parts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(scheme,
+                     ": an upload is completed with one part or more (an empty "
+                     "object is one part of 0 bytes)"));
+  }
+  if (parts.size() > kMaxUploadParts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        scheme, ": ", parts.size(), " parts, more than ", kMaxUploadParts));
+  }
+  uint64_t end = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const UploadedPart& p = parts[i];
+    if (p.number != i + 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(scheme, ": part ", i + 1, " of the list is numbered ",
+                       p.number, "; parts must be numbered 1..n in order"));
+    }
+    if (p.offset != end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          scheme, ": part ", p.number, " starts at offset ", p.offset,
+          " where the parts before it end at ", end, " (a gap or an overlap)"));
+    }
+    if (i + 1 < parts.size() && p.size < kMinUploadPartBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(scheme, ": part ", p.number, " has ", p.size,
+                       " bytes; every part but the last needs at least ",
+                       kMinUploadPartBytes));
+    }
+    if (end + p.size < end) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(scheme, ": part ", p.number, " overflows"));
+    }
+    end += p.size;
+  }
+  return end;
 }
 
 }  // namespace larder

@@ -29,6 +29,16 @@
 //   OutOfRange          a read that starts beyond the end of the object
 // No message ever contains a credential.
 //
+// Writes. An object is written as a multipart upload, on every backend the
+// same way: CreateUpload names the upload, UploadPart sends its parts (in
+// any order, concurrently, from any process that opened the same URI), and
+// CompleteUpload makes the whole object visible at once; AbortUpload drops
+// it. Until CompleteUpload nothing is visible at the path. What each backend
+// keeps meanwhile: S3 its multipart upload; Azure uncommitted blocks;
+// file:// one temporary file and hdfs:// one per part, beside the target
+// and named kUploadTempPrefix..., which List and Stat never show (nor any
+// other name starting with kUploadTempPrefix, on any backend).
+//
 // Usage:
 //
 //   LARDER_ASSIGN_OR_RETURN(auto store, OpenUnderStore("file:///data", {}));
@@ -101,6 +111,25 @@ struct ListPage {
   std::string next_page_token;
 };
 
+// Every part of an upload but the last is at least this big (S3's rule);
+// no upload has more than kMaxUploadParts parts.
+inline constexpr uint64_t kMinUploadPartBytes = 5ull << 20;
+inline constexpr uint32_t kMaxUploadParts = 10000;
+// Name prefix of the temporary files/objects an upload leaves while in
+// progress on stores that need them (file://, hdfs://); List and Stat never
+// show them.
+inline constexpr absl::string_view kUploadTempPrefix = ".larder-upload-";
+
+// One part of an upload, as UploadPart returned it; CompleteUpload takes them
+// back.
+struct UploadedPart {
+  uint32_t number = 0;  // 1 .. kMaxUploadParts, consecutive from 1 at Complete
+  uint64_t offset = 0;  // of the part's first byte in the object
+  uint64_t size = 0;
+  // The store's receipt: S3 ETag, Azure block id, file name...
+  std::string token;
+};
+
 // Thread-safe: all methods may be called concurrently.
 class UnderStore {
  public:
@@ -161,6 +190,49 @@ class UnderStore {
     (void)peer;
     return absl::OkStatus();
   }
+
+  // Writes (see the top of this file). The default implementations answer
+  // Unimplemented ("<scheme>: this under-store cannot write").
+
+  // Starts a new upload of `path` (which is not made visible until
+  // CompleteUpload). Returns the upload id (printable ASCII, at most 1024
+  // bytes). Errors: InvalidArgument (the root, a name starting with
+  // kUploadTempPrefix), PermissionDenied, Unavailable.
+  virtual absl::StatusOr<std::string> CreateUpload(absl::string_view path);
+
+  // Uploads part `number` = bytes [offset, offset+data.size()) of the object.
+  // Parts may arrive in any order, concurrently, from different processes
+  // (each opens the store itself from the same URI) given the same upload id.
+  // Sending the same part again replaces it. Errors: InvalidArgument (a
+  // number outside 1..kMaxUploadParts, an upload id this store never gives),
+  // NotFound (no such upload), PermissionDenied, Unavailable.
+  virtual absl::StatusOr<UploadedPart> UploadPart(absl::string_view path,
+                                                  absl::string_view upload_id,
+                                                  uint32_t number,
+                                                  uint64_t offset,
+                                                  absl::string_view data);
+
+  // Makes the object visible, whole, atomically replacing any object at
+  // `path` (the caller decides whether overwriting is allowed; hdfs:// cannot
+  // replace atomically, see hdfs_store.h). `parts` must be numbered 1..n
+  // (n >= 1: an empty object is one part of 0 bytes), contiguous in offset
+  // starting at 0, every part but the last >= kMinUploadPartBytes
+  // (InvalidArgument otherwise, nothing visible).
+  // Returns the new object's ObjectInfo (as Stat would say it right after:
+  // its version must be what a later Stat/ReadRange sees). Errors:
+  // InvalidArgument, NotFound (no such upload, a part never uploaded),
+  // FailedPrecondition (`path` is a directory), PermissionDenied,
+  // Unavailable.
+  virtual absl::StatusOr<ObjectInfo> CompleteUpload(
+      absl::string_view path, absl::string_view upload_id,
+      const std::vector<UploadedPart>& parts);
+
+  // Drops the upload and every part it holds; nothing becomes visible. OK if
+  // the upload is already gone (idempotent). Errors: InvalidArgument,
+  // PermissionDenied, Unavailable; Unimplemented from an S3-compatible
+  // server without AbortMultipartUpload (s3rver): its parts stay there.
+  virtual absl::Status AbortUpload(absl::string_view path,
+                                   absl::string_view upload_id);
 };
 
 // Calls `fn` for every entry of `dir`, page after page. Stops early, returning
@@ -176,6 +248,36 @@ absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
 absl::StatusOr<ObjectInfo> StatAsDirectory(UnderStore& store,
                                            const std::string& rel,
                                            absl::string_view what);
+
+// Helpers for the backends' uploads.
+
+// Whether `name` (one path component) is reserved for uploads in progress:
+// it starts with kUploadTempPrefix.
+bool IsUploadTempName(absl::string_view name);
+// Whether any component of the store path `rel` is such a name: List skips
+// these entries and Stat answers NotFound for them.
+bool HasUploadTempComponent(absl::string_view rel);
+// Normalizes `path` for CreateUpload/UploadPart/CompleteUpload/AbortUpload:
+// not the root, no component reserved for uploads. InvalidArgument
+// otherwise (naming `scheme`).
+absl::StatusOr<std::string> NormalizeUploadPath(absl::string_view scheme,
+                                                absl::string_view path);
+// A new upload id for the stores that make their own (file://, az://,
+// hdfs://): 16 random lowercase hex digits.
+std::string NewUploadId();
+// InvalidArgument unless `id` is what NewUploadId makes (it then is safe in
+// file names and block ids).
+absl::Status CheckLocalUploadId(absl::string_view scheme, absl::string_view id);
+// InvalidArgument unless `number` is in 1..kMaxUploadParts and the part's
+// end does not overflow.
+absl::Status CheckUploadPart(absl::string_view scheme, uint32_t number,
+                             uint64_t offset, uint64_t size);
+// Checks CompleteUpload's `parts` (numbered 1..n, n >= 1, contiguous from
+// offset 0, every part but the last >= kMinUploadPartBytes, n <=
+// kMaxUploadParts) and returns the object's size. InvalidArgument
+// otherwise, naming the first part at fault.
+absl::StatusOr<uint64_t> CheckUploadParts(
+    absl::string_view scheme, const std::vector<UploadedPart>& parts);
 
 }  // namespace larder
 

@@ -12,10 +12,28 @@
 #   GET /webhdfs/v1/PATH?op=OPEN[&offset=N][&length=N]
 #        -> namenode: 307 Temporary Redirect, Location: the datanode port;
 #           datanode: 200 with the bytes
+#   PUT /webhdfs/v1/PATH?op=CREATE[&overwrite=true|false][&permission=OCTAL]
+#        -> namenode: 307 Temporary Redirect, Location: the datanode port
+#           (nothing is created yet; the request carries no data);
+#           datanode: the PUT's body becomes the file (missing parent
+#           directories are made), 201 Created, Location: webhdfs://HOST:PORT/PATH
+#   POST /webhdfs/v1/PATH?op=CONCAT&sources=P1,P2,...
+#        -> 200, no content: the sources (absolute paths of non-empty files
+#           in PATH's directory, none of them PATH, no repeats) are appended
+#           to PATH in order and removed
+#   PUT /webhdfs/v1/PATH?op=RENAME&destination=P
+#        -> 200 {"boolean": B}: FileSystem.rename's rules: false when PATH
+#           does not exist, P's parent does not exist or P is an existing
+#           file; an existing directory P receives PATH inside it
+#   DELETE /webhdfs/v1/PATH?op=DELETE[&recursive=true|false]
+#        -> 200 {"boolean": B}: false when PATH does not exist; a non-empty
+#           directory without recursive=true is an IOException (403)
 #
 # Errors are RemoteException JSON bodies with the status codes the
-# specification lists (404 FileNotFoundException, 403 AccessControlException,
-# 401 SecurityException, 400 IllegalArgumentException).
+# specification lists (404 FileNotFoundException, 403 AccessControlException
+# and other IOExceptions, 401 SecurityException, 400 IllegalArgumentException
+# and UnsupportedOperationException). An op sent with the wrong HTTP method
+# is 400, as the namenode answers it.
 #
 # Authentication: with --user, requests must carry user.name=USER (simple
 # auth) or delegation=TOKEN (with --token); anything else is 401, and
@@ -46,6 +64,7 @@
 import argparse
 import json
 import os
+import shutil
 import sys
 import threading
 import urllib.parse
@@ -104,13 +123,54 @@ class Handler(BaseHTTPRequestHandler):
                 "org.apache.hadoop.security.AccessControlException",
             "SecurityException": "java.lang.SecurityException",
             "IllegalArgumentException": "java.lang.IllegalArgumentException",
+            "HadoopIllegalArgumentException":
+                "org.apache.hadoop.HadoopIllegalArgumentException",
             "UnsupportedOperationException":
                 "java.lang.UnsupportedOperationException",
+            "FileAlreadyExistsException":
+                "org.apache.hadoop.fs.FileAlreadyExistsException",
+            "PathIsNotEmptyDirectoryException":
+                "org.apache.hadoop.fs.PathIsNotEmptyDirectoryException",
+            "IOException": "java.io.IOException",
         }[exception]
         self.reply(code, {"RemoteException": {
             "exception": exception, "javaClassName": java, "message": message}})
 
+    # The ops of each HTTP method (GetOpParam, PutOpParam, PostOpParam and
+    # DeleteOpParam in Hadoop), of those this stand-in serves.
+    OPS = {
+        "GET": ("GETFILESTATUS", "LISTSTATUS", "LISTSTATUS_BATCH", "OPEN"),
+        "PUT": ("CREATE", "RENAME"),
+        "POST": ("CONCAT",),
+        "DELETE": ("DELETE",),
+    }
+
     def do_GET(self):
+        self.dispatch()
+
+    def do_PUT(self):
+        self.dispatch()
+
+    def do_POST(self):
+        self.dispatch()
+
+    def do_DELETE(self):
+        self.dispatch()
+
+    def read_body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        data = b""
+        while len(data) < n:
+            chunk = self.rfile.read(n - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def dispatch(self):
+        # The body is read whatever the answer, so that the connection stays
+        # usable for the next request.
+        body = self.read_body() if self.command in ("PUT", "POST") else b""
         url = urllib.parse.urlsplit(self.path)
         if not url.path.startswith("/webhdfs/v1"):
             return self.error(404, "FileNotFoundException",
@@ -118,6 +178,11 @@ class Handler(BaseHTTPRequestHandler):
         hdfs_path = urllib.parse.unquote(url.path[len("/webhdfs/v1"):]) or "/"
         q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
         op = q.get("op", "").upper()
+        known = [m for m, ops in self.OPS.items() if op in ops]
+        if known and self.command not in known:
+            return self.error(400, "IllegalArgumentException",
+                              "Invalid value for webhdfs parameter \"op\": "
+                              "No enum constant %s for %s" % (op, self.command))
         if ARGS.user is not None:
             ok = q.get("user.name") == ARGS.user or (
                 ARGS.token is not None and q.get("delegation") == ARGS.token)
@@ -129,20 +194,40 @@ class Handler(BaseHTTPRequestHandler):
         if any(p in (".", "..") for p in parts):
             return self.error(400, "IllegalArgumentException",
                               "Invalid path name " + hdfs_path)
+        access = "READ" if self.command == "GET" else "WRITE"
         for deny in ARGS.deny:
             if ("/" + "/".join(parts) + "/").startswith(deny.rstrip("/") + "/"):
                 return self.error(403, "AccessControlException",
-                                  "Permission denied: user=%s, access=READ, "
-                                  "inode=\"%s\"" % (q.get("user.name"), hdfs_path))
+                                  "Permission denied: user=%s, access=%s, "
+                                  "inode=\"%s\"" % (q.get("user.name"), access,
+                                                     hdfs_path))
         local = os.path.join(ARGS.root, *parts)
+        if self.datanode:
+            if op == "CREATE":
+                return self.create(local, hdfs_path, q, body)
+            if op != "OPEN":
+                return self.error(400, "IllegalArgumentException",
+                                  "datanode serves only OPEN and CREATE")
+        if op == "CREATE":
+            # Step 1 of 2: the namenode checks and redirects; the data goes
+            # to the datanode.
+            err = self.create_check(local, hdfs_path, q)
+            if err:
+                return err()
+            location = "http://%s:%d%s" % (ARGS.host, ARGS.datanode_port,
+                                           self.path)
+            return self.reply(307, b"", headers=[("Location", location)])
+        if op == "DELETE":
+            return self.delete(local, hdfs_path, q)
         if not os.path.exists(local):
             return self.error(404, "FileNotFoundException",
                               "File does not exist: " + hdfs_path)
         if self.datanode:
-            if op != "OPEN":
-                return self.error(400, "IllegalArgumentException",
-                                  "datanode serves only OPEN")
             return self.open(local, q)
+        if op == "CONCAT":
+            return self.concat(local, hdfs_path, q)
+        if op == "RENAME":
+            return self.rename(local, hdfs_path, q)
         if op == "GETFILESTATUS":
             return self.reply(200, {"FileStatus": file_status(local, "")})
         if op == "LISTSTATUS_BATCH" and ARGS.list_fault == "endless":
@@ -189,6 +274,128 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(307, b"", headers=[("Location", location)])
         return self.error(400, "UnsupportedOperationException",
                           "op=%s is not supported by this stand-in" % op)
+
+    def local_of(self, hdfs_path):
+        """The local path of an absolute HDFS path, or None if it is not one."""
+        if not hdfs_path.startswith("/"):
+            return None
+        parts = [p for p in hdfs_path.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            return None
+        return os.path.join(ARGS.root, *parts)
+
+    def create_check(self, local, hdfs_path, q):
+        """None if CREATE may write `local`, else a function answering why."""
+        overwrite = q.get("overwrite", "false").lower()
+        if overwrite not in ("true", "false"):
+            return lambda: self.error(400, "IllegalArgumentException",
+                                      "Invalid value for webhdfs parameter "
+                                      "\"overwrite\": " + overwrite)
+        if os.path.isdir(local):
+            return lambda: self.error(403, "FileAlreadyExistsException",
+                                      hdfs_path + " already exists as a directory")
+        if os.path.exists(local) and overwrite != "true":
+            return lambda: self.error(403, "FileAlreadyExistsException",
+                                      hdfs_path + " for client already exists")
+        parent = os.path.dirname(local)
+        while parent != ARGS.root.rstrip("/") and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            return lambda: self.error(403, "IOException",
+                                      "Parent path is not a directory: " +
+                                      hdfs_path)
+        return None
+
+    def create(self, local, hdfs_path, q, body):
+        """Step 2 of CREATE, on the datanode: the body becomes the file."""
+        err = self.create_check(local, hdfs_path, q)
+        if err:
+            return err()
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = "%s.__creating.%d" % (local, threading.get_ident())
+        with open(tmp, "wb") as f:
+            f.write(body)
+        os.replace(tmp, local)
+        return self.reply(201, b"", headers=[
+            ("Location", "webhdfs://%s:%d%s" % (ARGS.host, ARGS.port,
+                                                 hdfs_path))])
+
+    def concat(self, local, hdfs_path, q):
+        # FSDirConcatOp's checks: the target and every source exist as files,
+        # the sources are in the target's directory, are not the target, are
+        # not repeated and are not empty.
+        if not os.path.isfile(local):
+            return self.error(400, "HadoopIllegalArgumentException",
+                              "concat: target file %s is not a file" % hdfs_path)
+        names = [p for p in q.get("sources", "").split(",") if p]
+        if not names:
+            return self.error(400, "HadoopIllegalArgumentException",
+                              "concat: no sources given")
+        if len(set(names)) != len(names):
+            return self.error(400, "HadoopIllegalArgumentException",
+                              "concat: repeated sources")
+        sources = []
+        for name in names:
+            src = self.local_of(name)
+            if src is None:
+                return self.error(400, "IllegalArgumentException",
+                                  "Invalid path name " + name)
+            if not os.path.exists(src):
+                return self.error(404, "FileNotFoundException",
+                                  "File does not exist: " + name)
+            if src == local:
+                return self.error(400, "HadoopIllegalArgumentException",
+                                  "concat: the src file %s is the same with "
+                                  "the target file %s" % (name, hdfs_path))
+            if os.path.dirname(src) != os.path.dirname(local):
+                return self.error(400, "HadoopIllegalArgumentException",
+                                  "concat: source %s is not in the directory "
+                                  "of the target %s" % (name, hdfs_path))
+            if not os.path.isfile(src) or os.path.getsize(src) == 0:
+                return self.error(400, "HadoopIllegalArgumentException",
+                                  "concat: source file %s is invalid or empty "
+                                  "or underConstruction" % name)
+            sources.append(src)
+        with open(local, "ab") as out:
+            for src in sources:
+                with open(src, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+        for src in sources:
+            os.unlink(src)
+        return self.reply(200, b"", ctype="application/octet-stream")
+
+    def rename(self, local, hdfs_path, q):
+        dest = q.get("destination", "")
+        target = self.local_of(dest)
+        if target is None:
+            return self.error(400, "IllegalArgumentException",
+                              "Invalid value for webhdfs parameter "
+                              "\"destination\": " + dest)
+        if os.path.isdir(target):
+            # FileSystem.rename: into an existing directory.
+            target = os.path.join(target, os.path.basename(local))
+        ok = (os.path.exists(local) and not os.path.exists(target) and
+              os.path.isdir(os.path.dirname(target)) and
+              not (target + "/").startswith(local + "/"))
+        if ok:
+            os.rename(local, target)
+        return self.reply(200, {"boolean": ok})
+
+    def delete(self, local, hdfs_path, q):
+        recursive = q.get("recursive", "false").lower() == "true"
+        if local.rstrip("/") == ARGS.root.rstrip("/"):
+            return self.reply(200, {"boolean": False})  # Never the root.
+        if not os.path.lexists(local):
+            return self.reply(200, {"boolean": False})
+        if os.path.isdir(local):
+            if os.listdir(local) and not recursive:
+                return self.error(403, "PathIsNotEmptyDirectoryException",
+                                  "`%s is non empty': Directory is not empty"
+                                  % hdfs_path)
+            shutil.rmtree(local)
+        else:
+            os.unlink(local)
+        return self.reply(200, {"boolean": True})
 
     def open(self, local, q):
         size = os.path.getsize(local)
