@@ -45,8 +45,9 @@ ABSL_FLAG(std::string, mount_block_size,
           "mount: block size of the new mount.");
 ABSL_FLAG(absl::Duration, metadata_ttl, larder::kDefaultMetadataTtl,
           "mount: how long stat/list results are cached.");
-ABSL_FLAG(bool, read_only, true,
-          "mount: the mount is read-only (writes arrive later).");
+ABSL_FLAG(bool, writable, false,
+          "mount: writers (the writer role) may create objects in the mount "
+          "(checkpoints); off: read-only.");
 ABSL_FLAG(std::string, credentials, "",
           "mount: credentials reference, e.g. profile:prod (never a secret).");
 ABSL_FLAG(std::string, owner_uid, "",
@@ -166,7 +167,7 @@ namespace {
 
 // The mount table as a table, or (--output=json) as
 // {"version": N, "mounts": [{"path", "uri", "block_size", "metadata_ttl_ms",
-//  "read_only", "credentials", "uid", "gid", "mode"}]} (uid/gid null when
+//  "writable", "credentials", "uid", "gid", "mode"}]} (uid/gid null when
 // unset; mode 0 = the default 0444).
 absl::Status PrintMounts(const v1::MountTable& t) {
   LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
@@ -180,7 +181,7 @@ absl::Status PrintMounts(const v1::MountTable& t) {
       e["uri"] = m.uri();
       e["block_size"] = m.block_size();
       e["metadata_ttl_ms"] = m.metadata_ttl_ms();
-      e["read_only"] = m.read_only();
+      e["writable"] = m.writable();
       e["credentials"] = m.credentials();
       e["uid"] = m.has_uid() ? Json(m.uid()) : Json(nullptr);
       e["gid"] = m.has_gid() ? Json(m.gid()) : Json(nullptr);
@@ -260,7 +261,8 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   req.mutable_mount()->set_block_size(bs);
   req.mutable_mount()->set_metadata_ttl_ms(static_cast<uint64_t>(
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_metadata_ttl))));
-  req.mutable_mount()->set_read_only(absl::GetFlag(FLAGS_read_only));
+  req.mutable_mount()->set_writable(absl::GetFlag(FLAGS_writable));
+  req.mutable_mount()->set_read_only(!absl::GetFlag(FLAGS_writable));
   req.mutable_mount()->set_credentials(absl::GetFlag(FLAGS_credentials));
   LARDER_RETURN_IF_ERROR(SetPresentation(req.mutable_mount()));
   v1::MountTable t;
@@ -662,7 +664,7 @@ const Command kMountCommand = {
     &RunMount,
     FlagList({kLogFlags,
               kClientFlags,
-              {"output", "mount_block_size", "metadata_ttl", "read_only",
+              {"output", "mount_block_size", "metadata_ttl", "writable",
                "credentials", "owner_uid", "owner_gid", "file_mode"}})};
 const Command kUnmountCommand = {
     "unmount", "remove a mount", "larder unmount PATH\n", &RunUnmount,

@@ -55,6 +55,9 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
           "master: a silent worker leaves the ring after this.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "master: how often workers heartbeat.");
+ABSL_FLAG(absl::Duration, write_max_age, larder::MasterOptions{}.write_max_age,
+          "master: an upload neither committed nor aborted this long after "
+          "it began is aborted in the under-store (a writer that died).");
 namespace larder::cli {
 namespace {
 
@@ -112,6 +115,7 @@ absl::Status RunMaster(const std::vector<std::string>& args) {
   o.ops_listen = absl::GetFlag(FLAGS_master_metrics_listen);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  o.write_max_age = absl::GetFlag(FLAGS_write_max_age);
   o.store.http = HttpOptionsFromFlags();
   o.store.allowed_file_roots = absl::GetFlag(FLAGS_allowed_file_roots);
   o.security = SecurityOptionsFromFlags();
@@ -165,6 +169,6 @@ const Command kMasterCommand = {
                "master_max_request_size", "state_dir", "etcd", "etcd_prefix",
                "etcd_ca_file", "etcd_cert_file", "etcd_key_file",
                "leader_lease", "advertise", "heartbeat_timeout",
-               "heartbeat_interval", "allowed_file_roots"}})};
+               "heartbeat_interval", "write_max_age", "allowed_file_roots"}})};
 
 }  // namespace larder::cli

@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +31,9 @@ ABSL_DECLARE_FLAG(int,
                   parallel);  // store_command.cc: also used by `larder cp`.
 ABSL_DECLARE_FLAG(bool,
                   recursive);  // store_command.cc: also used by `larder ls`.
+ABSL_FLAG(bool, overwrite, false,
+          "cp into the cluster: replace objects that exist (default: an "
+          "object already there is an error).");
 
 namespace larder::cli {
 namespace {
@@ -132,13 +138,122 @@ absl::Status RunCat(const std::vector<std::string>& args) {
 
 // --- cp -------------------------------------------------------------------
 
+// Runs fn(i) for i in [0, n) on --parallel threads; the first error stops
+// the rest and is returned, prefixed with name(i).
+absl::Status ForEachParallel(size_t n,
+                             const std::function<absl::Status(size_t)>& fn,
+                             const std::function<std::string(size_t)>& name) {
+  std::atomic<size_t> next{0};
+  absl::Mutex mu;
+  absl::Status first;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(1, absl::GetFlag(FLAGS_parallel)); ++t) {
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) {
+        absl::Status st = fn(i);
+        if (!st.ok()) {
+          absl::MutexLock l(&mu);
+          if (first.ok())
+            first = absl::Status(st.code(),
+                                 absl::StrCat(name(i), ": ", st.message()));
+          next = n;
+        }
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+// `larder cp LOCAL CLUSTER_PATH`: a local file, or every file below a local
+// directory, written into a writable mount (each a new object that appears
+// whole when its upload is committed).
+absl::Status Upload(Client& client, const std::string& source,
+                    const std::string& dest) {
+  namespace fs = std::filesystem;
+  const absl::Time start = absl::Now();
+  std::vector<std::pair<std::string, std::string>> files;  // local, cluster
+  std::error_code ec;
+  std::string target = dest;
+  while (target.size() > 1 && target.back() == '/') target.pop_back();
+  if (fs::is_directory(source, ec)) {
+    for (auto it = fs::recursive_directory_iterator(source, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      files.emplace_back(
+          it->path().string(),
+          absl::StrCat(target, "/", fs::relative(it->path(), source).string()));
+    }
+    if (ec) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot list ", source, ": ", ec.message()));
+    }
+  } else {
+    // Into a cluster directory that exists: under the source's name.
+    if (absl::StatusOr<FileInfo> d = client.Stat(target); d.ok() && d->is_dir)
+      target = absl::StrCat(target, "/", fs::path(source).filename().string());
+    files.emplace_back(source, target);
+  }
+  const bool overwrite = absl::GetFlag(FLAGS_overwrite);
+  std::atomic<uint64_t> bytes{0};
+  LARDER_RETURN_IF_ERROR(ForEachParallel(
+      files.size(),
+      [&](size_t i) -> absl::Status {
+        const auto& [local, cluster] = files[i];
+        std::FILE* in = std::fopen(local.c_str(), "rb");
+        if (in == nullptr) {
+          return absl::NotFoundError(
+              absl::StrCat("cannot open ", local, ": ", std::strerror(errno)));
+        }
+        WriteOptions wo;
+        wo.overwrite = overwrite;
+        wo.size_hint = fs::file_size(local, ec);
+        absl::StatusOr<std::unique_ptr<Writer>> w = client.Create(cluster, wo);
+        if (!w.ok()) {
+          std::fclose(in);
+          return w.status();
+        }
+        std::vector<char> buf(8 << 20);
+        absl::Status st;
+        for (size_t n;
+             st.ok() && (n = std::fread(buf.data(), 1, buf.size(), in)) > 0;) {
+          st = (*w)->Write(absl::string_view(buf.data(), n));
+        }
+        if (st.ok() && std::ferror(in))
+          st = absl::DataLossError(absl::StrCat("read of ", local, " failed"));
+        std::fclose(in);
+        if (!st.ok()) {
+          (*w)->Abort().IgnoreError();
+          return st;
+        }
+        LARDER_ASSIGN_OR_RETURN(FileInfo info, (*w)->Close());
+        bytes += info.size;
+        return absl::OkStatus();
+      },
+      [&](size_t i) { return files[i].first; }));
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  std::printf("wrote %zu files, %s in %.2f s (%.1f MB/s) to %s\n", files.size(),
+              FormatBytes(bytes.load()).c_str(), secs,
+              bytes.load() / std::max(secs, 1e-9) / 1e6, dest.c_str());
+  return absl::OkStatus();
+}
+
 absl::Status RunCp(const std::vector<std::string>& args) {
-  LARDER_RETURN_IF_ERROR(
-      WantArgs(args, 2, "larder cp PATH DEST_DIR [--parallel=8]"));
+  LARDER_RETURN_IF_ERROR(WantArgs(
+      args, 2,
+      "larder cp PATH DEST_DIR [--parallel=8]  (from the cluster), or\n"
+      "       larder cp LOCAL_PATH CLUSTER_PATH [--overwrite]  (into a "
+      "writable mount)"));
   LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
+  // A cluster path is read; a local path that the cluster does not have is
+  // written into the cluster.
+  absl::StatusOr<FileInfo> source = client->Stat(args[0]);
+  std::error_code ec;
+  if (!source.ok() && std::filesystem::exists(args[0], ec))
+    return Upload(*client, args[0], args[1]);
   const absl::Time start = absl::Now();
   std::vector<FileInfo> files;
-  LARDER_ASSIGN_OR_RETURN(FileInfo root, client->Stat(args[0]));
+  LARDER_ASSIGN_OR_RETURN(FileInfo root, std::move(source));
   std::string base = root.path;
   if (root.is_dir) {
     std::string token;
@@ -155,59 +270,42 @@ absl::Status RunCp(const std::vector<std::string>& args) {
     base = root.path.substr(0, root.path.rfind('/'));
     files.push_back(root);
   }
-  std::atomic<size_t> next{0};
   std::atomic<uint64_t> bytes{0};
-  absl::Mutex mu;
-  absl::Status first;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(1, absl::GetFlag(FLAGS_parallel)); ++t) {
-    pool.emplace_back([&] {
-      std::vector<char> buf(8 << 20);
-      for (size_t i = next++; i < files.size(); i = next++) {
+  LARDER_RETURN_IF_ERROR(ForEachParallel(
+      files.size(),
+      [&](size_t i) -> absl::Status {
+        thread_local std::vector<char> buf(8 << 20);
         const FileInfo& f = files[i];
         std::string target =
             absl::StrCat(args[1], "/", f.path.substr(base.size() + 1));
-        absl::Status st = [&]() -> absl::Status {
-          std::error_code ec;
-          std::filesystem::create_directories(
-              std::filesystem::path(target).parent_path(), ec);
-          LARDER_ASSIGN_OR_RETURN(auto file, client->Open(f.path));
-          const std::string tmp = target + ".larder-tmp";
-          std::FILE* out = std::fopen(tmp.c_str(), "wb");
-          if (out == nullptr)
-            return absl::InternalError(absl::StrCat("cannot create ", tmp));
-          absl::Status rs;
-          for (uint64_t off = 0; off < file->info().size && rs.ok();) {
-            absl::StatusOr<size_t> n = file->Read(off, absl::MakeSpan(buf));
-            if (!n.ok()) {
-              rs = n.status();
-            } else if (std::fwrite(buf.data(), 1, *n, out) != *n) {
-              rs = absl::InternalError(
-                  absl::StrCat("write to ", tmp, " failed"));
-            } else {
-              off += *n;
-            }
+        std::error_code ec;
+        std::filesystem::create_directories(
+            std::filesystem::path(target).parent_path(), ec);
+        LARDER_ASSIGN_OR_RETURN(auto file, client->Open(f.path));
+        const std::string tmp = target + ".larder-tmp";
+        std::FILE* out = std::fopen(tmp.c_str(), "wb");
+        if (out == nullptr)
+          return absl::InternalError(absl::StrCat("cannot create ", tmp));
+        absl::Status rs;
+        for (uint64_t off = 0; off < file->info().size && rs.ok();) {
+          absl::StatusOr<size_t> n = file->Read(off, absl::MakeSpan(buf));
+          if (!n.ok()) {
+            rs = n.status();
+          } else if (std::fwrite(buf.data(), 1, *n, out) != *n) {
+            rs = absl::InternalError(absl::StrCat("write to ", tmp, " failed"));
+          } else {
+            off += *n;
           }
-          if (std::fclose(out) != 0 && rs.ok())
-            rs = absl::InternalError("close failed");
-          if (rs.ok() && std::rename(tmp.c_str(), target.c_str()) != 0)
-            rs = absl::InternalError("rename failed");
-          if (!rs.ok()) std::remove(tmp.c_str());
-          bytes += rs.ok() ? file->info().size : 0;
-          return rs;
-        }();
-        if (!st.ok()) {
-          absl::MutexLock l(&mu);
-          if (first.ok())
-            first = absl::Status(st.code(),
-                                 absl::StrCat(f.path, ": ", st.message()));
-          next = files.size();
         }
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  LARDER_RETURN_IF_ERROR(first);
+        if (std::fclose(out) != 0 && rs.ok())
+          rs = absl::InternalError("close failed");
+        if (rs.ok() && std::rename(tmp.c_str(), target.c_str()) != 0)
+          rs = absl::InternalError("rename failed");
+        if (!rs.ok()) std::remove(tmp.c_str());
+        bytes += rs.ok() ? file->info().size : 0;
+        return rs;
+      },
+      [&](size_t i) { return files[i].path; }));
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
   ClientStats cs = client->stats();
   std::printf(
@@ -238,9 +336,16 @@ const Command kCatCommand = {
     "cat", "read a file through the cache to stdout", "larder cat PATH\n",
     &RunCat, FlagList({kLogFlags, kClientFlags, kClientReadFlags, kHttpFlags})};
 const Command kCpCommand = {
-    "cp", "copy a cluster path to a local directory through the cache",
-    "larder cp PATH DEST_DIR [--parallel=8]\n", &RunCp,
-    FlagList(
-        {kLogFlags, kClientFlags, kClientReadFlags, kHttpFlags, {"parallel"}})};
+    "cp",
+    "copy a cluster path to a local directory through the cache, or a local "
+    "file or directory into a writable mount",
+    "larder cp PATH DEST_DIR [--parallel=8]\n"
+    "larder cp LOCAL_PATH CLUSTER_PATH [--parallel=8] [--overwrite]\n",
+    &RunCp,
+    FlagList({kLogFlags,
+              kClientFlags,
+              kClientReadFlags,
+              kHttpFlags,
+              {"parallel", "overwrite"}})};
 
 }  // namespace larder::cli

@@ -87,6 +87,13 @@ ABSL_FLAG(
     "reads of this size.");
 ABSL_FLAG(int, fetch_threads, larder::BlockStoreOptions().fetch_threads,
           "worker: blocks fetched from under-stores at once.");
+ABSL_FLAG(std::string, write_buffer,
+          larder::BytesFlagText(larder::WriteStagingOptions().max_bytes),
+          "worker: most bytes of written objects held at once (parts being "
+          "uploaded, blocks kept for the cache until the commit).");
+ABSL_FLAG(int, upload_threads, larder::WorkerOptions().upload_threads,
+          "worker: parts of written objects uploaded to under-stores at "
+          "once.");
 
 ABSL_FLAG(std::string, worker_id, "",
           "worker: id in the cluster (default: <node>:<grpc port>).");
@@ -157,6 +164,9 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
       o.store.rules,
       CacheRules::Parse(absl::GetFlag(FLAGS_pin), absl::GetFlag(FLAGS_ttl)));
   o.store.fetch_threads = absl::GetFlag(FLAGS_fetch_threads);
+  LARDER_ASSIGN_OR_RETURN(o.writes.max_bytes,
+                          ParseBytes(absl::GetFlag(FLAGS_write_buffer)));
+  o.upload_threads = std::max(1, absl::GetFlag(FLAGS_upload_threads));
   LARDER_ASSIGN_OR_RETURN(o.store.fetch_subrange_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_fetch_subrange)));
   o.store.collapse_huge_pages = absl::GetFlag(FLAGS_collapse_huge_pages);
@@ -314,6 +324,8 @@ const Command kWorkerCommand = {
                "ttl",
                "fetch_subrange",
                "fetch_threads",
+               "write_buffer",
+               "upload_threads",
                "allowed_file_roots"}})};
 
 }  // namespace larder::cli

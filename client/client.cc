@@ -29,6 +29,7 @@
 #include "client/router.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
+#include "client/writer.h"
 #include "common/block_key.h"
 #include "common/block_proto.h"
 #include "common/grpc_status.h"
@@ -319,6 +320,19 @@ class ClientImpl final : public Client, private MetadataView::Backend {
       if (resp.locations(i).worker_ids_size() > 0) cached += lengths[i];
     }
     return cached;
+  }
+
+  absl::StatusOr<std::unique_ptr<Writer>> Create(
+      absl::string_view path, const WriteOptions& options) override {
+    WriterDeps deps;
+    deps.master = master_.get();
+    deps.router = &router_;
+    deps.refresh_ring = [this] { return RefreshRing(/*force=*/true); };
+    deps.master_error = [this](const grpc::Status& s) {
+      return MasterError(s);
+    };
+    deps.parallel_writes = options_.parallel_writes;
+    return CreateWriter(deps, path, options);
   }
 
   void SetInvalidationHook(

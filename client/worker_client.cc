@@ -246,4 +246,39 @@ absl::StatusOr<uint64_t> WorkerClient::EvictBlocks(
   return resp.evicted();
 }
 
+absl::StatusOr<v1::WritePartResponse> WorkerClient::WritePart(
+    const v1::WritePartHeader& header, absl::string_view data,
+    absl::Duration timeout) {
+  constexpr size_t kChunk = 1 << 20;
+  v1::WritePartResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout);
+  std::unique_ptr<grpc::ClientWriter<v1::WritePartRequest>> w =
+      (*stubs_[Next()]).WritePart(&ctx, &resp);
+  v1::WritePartRequest req;
+  *req.mutable_header() = header;
+  size_t at = 0;
+  do {
+    const size_t n = std::min(kChunk, data.size() - at);
+    req.set_data(data.data() + at, n);
+    at += n;
+    if (!w->Write(req)) break;  // The worker ended the call: Finish says why.
+    req.Clear();
+  } while (at < data.size());
+  w->WritesDone();
+  grpc::Status st = w->Finish();
+  if (!st.ok()) return FromGrpcStatus(st);
+  return resp;
+}
+
+absl::StatusOr<v1::PublishWriteResponse> WorkerClient::PublishWrite(
+    const v1::PublishWriteRequest& request, absl::Duration timeout) {
+  v1::PublishWriteResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout);
+  grpc::Status st = (*stubs_[Next()]).PublishWrite(&ctx, request, &resp);
+  if (!st.ok()) return FromGrpcStatus(st);
+  return resp;
+}
+
 }  // namespace larder

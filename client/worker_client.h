@@ -75,6 +75,15 @@ class WorkerClient {
   absl::StatusOr<uint64_t> EvictBlocks(const v1::EvictBlocksRequest& request);
   absl::StatusOr<uint64_t> EvictPrefix(const std::string& mount_path_prefix);
 
+  // Writes (proto/worker.proto): sends one part, `data` in messages of at
+  // most 1 MiB, under `header` (whose size must be data.size()).
+  absl::StatusOr<v1::WritePartResponse> WritePart(
+      const v1::WritePartHeader& header, absl::string_view data,
+      absl::Duration timeout = absl::Minutes(10));
+  absl::StatusOr<v1::PublishWriteResponse> PublishWrite(
+      const v1::PublishWriteRequest& request,
+      absl::Duration timeout = absl::Minutes(2));
+
   const std::string& address() const { return address_; }
 
  private:

@@ -103,6 +103,8 @@ absl::string_view RoleName(Role role) {
   switch (role) {
     case Role::kAdmin:
       return "admin";
+    case Role::kWriter:
+      return "writer";
     case Role::kReader:
       return "reader";
     case Role::kNone:
@@ -564,6 +566,31 @@ absl::Status MayReadMount(const Caller& caller, absl::string_view mount_path,
             ? std::string("a caller without credentials")
             : absl::StrCat("uid ", caller.local->uid),
         " may not read mount '", mount_path, "' (", mount.DebugString(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MayWriteMount(const Caller& caller, absl::string_view mount_path,
+                           bool mount_writable) {
+  if (!mount_writable) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "mount '", mount_path,
+        "' is not writable (an admin makes it so: larder mount ... "
+        "--writable)"));
+  }
+  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  if (caller.role < Role::kWriter) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "writing to mount '", mount_path,
+        "' needs the writer role; the caller ",
+        caller.role == Role::kNone
+            ? std::string("has no credential")
+            : absl::StrCat("has the ", RoleName(caller.role), " role")));
+  }
+  if (!MountInScope(caller.mounts, mount_path)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the caller's token writes ", absl::StrJoin(caller.mounts, ","),
+        " only, not mount '", mount_path, "'"));
   }
   return absl::OkStatus();
 }

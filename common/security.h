@@ -12,8 +12,10 @@
 //    files (SecurityOptions). A server with a CA bundle verifies client
 //    certificates (mutual TLS); one without accepts any client at the TLS
 //    layer and relies on tokens.
-//  * A caller has one of two roles. kReader may stat, list and read; kAdmin
-//    may also mount, unmount, load, invalidate, evict and register workers.
+//  * A caller has one of three roles. kReader may stat, list and read;
+//    kWriter may also create objects in writable mounts (MayWriteMount);
+//    kAdmin may also mount, unmount, load, invalidate, evict and register
+//    workers.
 //    It proves its role with a bearer token (gRPC metadata "authorization:
 //    Bearer <token>") listed in the server's tokens file, or with a verified
 //    client certificate: identities in `tls_admin_identities` are admins,
@@ -65,7 +67,7 @@
 
 namespace larder {
 
-enum class Role { kNone = 0, kReader = 1, kAdmin = 2 };
+enum class Role { kNone = 0, kReader = 1, kWriter = 2, kAdmin = 3 };
 absl::string_view RoleName(Role role);
 
 // Reads the bearer token a client presents: the first line of `token_file`
@@ -75,12 +77,14 @@ absl::string_view RoleName(Role role);
 absl::StatusOr<std::string> LoadClientToken(const std::string& token_file);
 
 // The tokens a server accepts, from a file of "<role> <token>" lines (role
-// admin or reader; blank lines and lines starting with '#' are skipped).
-// Tokens shorter than 16 characters are refused. Errors name the file and
-// line, never the token.
+// admin, writer or reader; blank lines and lines starting with '#' are
+// skipped). Tokens shorter than 16 characters are refused. Errors name the file
+// and line, never the token.
 //
-// A reader token may be limited to mounts: "reader:/datasets/imagenet,/ref
-// <token>" reads those mounts (and mounts below those paths) only.
+// A reader or writer token may be limited to mounts:
+// "reader:/datasets/imagenet,/ref <token>" reads those mounts (and mounts below
+// those paths) only; "writer:/checkpoints <token>" reads and writes
+// /checkpoints only.
 struct TokenEntry {
   Role role;
   std::string token;
@@ -203,6 +207,13 @@ absl::Status MayReadMount(const Caller& caller, absl::string_view mount_path,
 // alone; a member of the group (primary or supplementary) by the group bits;
 // everyone else by the other bits. `daemon_uid`/`daemon_gid` stand for an
 // unset owner or group.
+// The one decision "may this caller create objects in mount `mount_path`":
+// the mount must be writable (MountEntry.writable), the caller an admin, or
+// a writer whose token's mounts include it. Errors: PermissionDenied naming
+// what is missing.
+absl::Status MayWriteMount(const Caller& caller, absl::string_view mount_path,
+                           bool mount_writable);
+
 bool MayReadMount(const MountAccess& mount, const PeerCredentials& peer,
                   uint32_t daemon_uid, uint32_t daemon_gid);
 

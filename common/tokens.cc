@@ -121,8 +121,10 @@ absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(
     const std::string where = absl::StrCat(path, ":", line_no);
     if (f.size() != 2) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": expected '<admin|reader[:/mount,...]> <token>' (", f.size(),
-          " fields)"));
+          where,
+          ": expected '<admin|writer[:/mount,...]|reader[:/mount,...]> "
+          "<token>' (",
+          f.size(), " fields)"));
     }
     RegisterSecret(f[1]);
     TokenEntry e;
@@ -134,11 +136,13 @@ absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(
     }
     if (role == "admin") {
       e.role = Role::kAdmin;
+    } else if (role == "writer") {
+      e.role = Role::kWriter;
     } else if (role == "reader") {
       e.role = Role::kReader;
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown role (want admin or reader)"));
+          absl::StrCat(where, ": unknown role (want admin, writer or reader)"));
     }
     if (f[0].find(':') != absl::string_view::npos) {
       if (e.role == Role::kAdmin) {

@@ -111,11 +111,14 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   m->invalidations_ = std::make_unique<InvalidationLog>();
   m->loads_ = std::make_unique<LoadJobs>(
       m->metadata_.get(), m->membership_.get(), m->channels_, m->store_.get());
+  m->writes_ = std::make_unique<Writes>(m->mounts_.get(), m->metadata_.get(),
+                                        m->invalidations_.get(),
+                                        m->options_.write_max_age);
   m->registry_ = std::make_shared<prometheus::Registry>();
   m->service_ = NewMasterService(
       m.get(), &m->options_, m->mounts_.get(), m->membership_.get(),
       m->metadata_.get(), m->invalidations_.get(), m->loads_.get(),
-      m->auth_.get(), m->channels_.get(), *m->registry_);
+      m->writes_.get(), m->auth_.get(), m->channels_.get(), *m->registry_);
   // The embedded master leads from the start.
   if (!ha) LARDER_RETURN_IF_ERROR(m->OnElected(1));
   grpc::ServerBuilder builder;
@@ -298,6 +301,7 @@ void Master::ReapLoop() {
         std::min(absl::Milliseconds(200), options_.heartbeat_timeout / 4));
     if (!Serving()) continue;
     membership_->Expire(absl::Now());
+    writes_->AbortExpired(absl::Now());
     // The ring goes to the store whenever it changed: the next leader (or
     // this master after a restart) starts from it.
     const v1::Ring ring = membership_->Ring();

@@ -35,6 +35,7 @@
 #include "master/membership.h"
 #include "master/metadata.h"
 #include "master/mount_registry.h"
+#include "master/writes.h"
 #include "understore/options.h"
 
 namespace larder {
@@ -77,6 +78,10 @@ struct MasterOptions {
   // parts of 256 KiB; workers from before packed reports sent one request
   // of ~18 bytes a block and need up to 64 MiB. Default 4 MiB.
   int max_request_bytes = 4 << 20;
+  // An upload (a write) neither committed nor aborted this long after it
+  // began is aborted: a writer that died leaves nothing in the store.
+  // Default 6 h.
+  absl::Duration write_max_age = absl::Hours(6);
 };
 
 class Master {
@@ -121,6 +126,7 @@ class Master {
   std::unique_ptr<UnderStoreMetadata> metadata_;
   std::unique_ptr<InvalidationLog> invalidations_;
   std::unique_ptr<LoadJobs> loads_;
+  std::unique_ptr<Writes> writes_;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<prometheus::Registry> registry_;

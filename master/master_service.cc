@@ -82,6 +82,9 @@ class MasterService final : public v1::Master::Service {
     kGetLoad,
     kLocate,
     kGetClusterStats,
+    kBeginWrite,
+    kCommitWrite,
+    kAbortWrite,
     kRpcCount
   };
   // Each RPC's name (a metric label) and the role it needs: admin changes
@@ -106,12 +109,15 @@ class MasterService final : public v1::Master::Service {
       {"GetLoad", Role::kReader},
       {"Locate", Role::kReader},
       {"GetClusterStats", Role::kReader},
+      {"BeginWrite", Role::kWriter},
+      {"CommitWrite", Role::kWriter},
+      {"AbortWrite", Role::kWriter},
   }};
 
   MasterService(const Master* master, const MasterOptions* options,
                 MountRegistry* mounts, Membership* membership,
                 UnderStoreMetadata* metadata, InvalidationLog* invalidations,
-                LoadJobs* loads, const Authorizer* auth,
+                LoadJobs* loads, Writes* writes, const Authorizer* auth,
                 const ChannelFactory* channels, prometheus::Registry& registry)
       : master_(master),
         options_(options),
@@ -121,7 +127,8 @@ class MasterService final : public v1::Master::Service {
         membership_(membership),
         metadata_(metadata),
         invalidations_(invalidations),
-        loads_(loads) {
+        loads_(loads),
+        writes_(writes) {
     auto& family = prometheus::BuildCounter()
                        .Name("larder_master_rpcs_total")
                        .Help("RPCs the master has answered, by method")
@@ -346,6 +353,40 @@ class MasterService final : public v1::Master::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status BeginWrite(grpc::ServerContext* ctx,
+                          const v1::BeginWriteRequest* req,
+                          v1::BeginWriteResponse* resp) override {
+    if (grpc::Status denied = Enter(kBeginWrite, *ctx); !denied.ok())
+      return denied;
+    absl::StatusOr<v1::WriteHandle> h =
+        writes_->Begin(auth_->CallerOf(*ctx), *req);
+    if (!h.ok()) return ToGrpcStatus(MetadataError(h.status()));
+    *resp->mutable_handle() = *std::move(h);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CommitWrite(grpc::ServerContext* ctx,
+                           const v1::CommitWriteRequest* req,
+                           v1::CommitWriteResponse* resp) override {
+    if (grpc::Status denied = Enter(kCommitWrite, *ctx); !denied.ok())
+      return denied;
+    absl::StatusOr<v1::CommitWriteResponse> r =
+        writes_->Commit(auth_->CallerOf(*ctx), *req);
+    if (!r.ok()) return ToGrpcStatus(MetadataError(r.status()));
+    *resp = *std::move(r);
+    Present(resp->stat().info().path(), resp->mutable_stat()->mutable_info());
+    resp->mutable_stat()->set_ring_version(membership_->version());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status AbortWrite(grpc::ServerContext* ctx,
+                          const v1::AbortWriteRequest* req,
+                          v1::AbortWriteResponse*) override {
+    if (grpc::Status denied = Enter(kAbortWrite, *ctx); !denied.ok())
+      return denied;
+    return ToGrpcStatus(writes_->Abort(auth_->CallerOf(*ctx), req->handle()));
+  }
+
   grpc::Status GetInvalidations(grpc::ServerContext* ctx,
                                 const v1::GetInvalidationsRequest* req,
                                 v1::GetInvalidationsResponse* resp) override {
@@ -435,6 +476,7 @@ class MasterService final : public v1::Master::Service {
   UnderStoreMetadata* const metadata_;
   InvalidationLog* const invalidations_;
   LoadJobs* const loads_;
+  Writes* const writes_;
   std::array<prometheus::Counter*, kRpcCount> rpcs_{};
 
   // Sets the owner, group and mode of `path`'s mount on `info`.
@@ -508,11 +550,12 @@ class MasterService final : public v1::Master::Service {
 std::unique_ptr<grpc::Service> NewMasterService(
     const Master* master, const MasterOptions* options, MountRegistry* mounts,
     Membership* membership, UnderStoreMetadata* metadata,
-    InvalidationLog* invalidations, LoadJobs* loads, const Authorizer* auth,
-    const ChannelFactory* channels, prometheus::Registry& registry) {
+    InvalidationLog* invalidations, LoadJobs* loads, Writes* writes,
+    const Authorizer* auth, const ChannelFactory* channels,
+    prometheus::Registry& registry) {
   return std::make_unique<MasterService>(master, options, mounts, membership,
-                                         metadata, invalidations, loads, auth,
-                                         channels, registry);
+                                         metadata, invalidations, loads, writes,
+                                         auth, channels, registry);
 }
 
 }  // namespace larder

@@ -23,6 +23,7 @@
 #include "master/membership.h"
 #include "master/metadata.h"
 #include "master/mount_registry.h"
+#include "master/writes.h"
 
 namespace larder {
 
@@ -34,8 +35,9 @@ struct MasterOptions;
 std::unique_ptr<grpc::Service> NewMasterService(
     const Master* master, const MasterOptions* options, MountRegistry* mounts,
     Membership* membership, UnderStoreMetadata* metadata,
-    InvalidationLog* invalidations, LoadJobs* loads, const Authorizer* auth,
-    const ChannelFactory* channels, prometheus::Registry& registry);
+    InvalidationLog* invalidations, LoadJobs* loads, Writes* writes,
+    const Authorizer* auth, const ChannelFactory* channels,
+    prometheus::Registry& registry);
 
 }  // namespace larder
 

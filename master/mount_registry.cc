@@ -91,8 +91,8 @@ std::string MountDifference(const v1::MountEntry& have,
   if (have.credentials() != want.credentials())
     return field("credentials", absl::StrCat("'", have.credentials(), "'"),
                  absl::StrCat("'", want.credentials(), "'"));
-  if (have.read_only() != want.read_only())
-    return field("read_only", have.read_only(), want.read_only());
+  if (have.writable() != want.writable())
+    return field("writable", have.writable(), want.writable());
   return "from the same URI with another owner, group or file mode";
 }
 

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,7 @@ namespace larder {
 namespace {
 
 class NativeFile;
+class NativeWriter;
 
 // A connection to the cluster that survives fork(). Every call takes a Use,
 // which connects on first use and keeps the in-flight count up. Before a
@@ -144,6 +146,14 @@ class NativeClient : public std::enable_shared_from_this<NativeClient> {
     absl::MutexLock lock(&mu_);
     files_.erase(f);
   }
+  void AddWriter(NativeWriter* w) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    writers_.insert(w);
+  }
+  void RemoveWriter(NativeWriter* w) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    writers_.erase(w);
+  }
 
   // Drops the connection (the next call makes a new one).
   void Close() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -209,6 +219,85 @@ class NativeClient : public std::enable_shared_from_this<NativeClient> {
   std::shared_ptr<const ClientWarmState> warm_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ThreadPool> pool_ ABSL_GUARDED_BY(mu_);
   std::set<NativeFile*> files_ ABSL_GUARDED_BY(mu_);
+  std::set<NativeWriter*> writers_ ABSL_GUARDED_BY(mu_);
+};
+
+// A new object being written (Client::Create). Its Writer belongs to one
+// connection: a fork drops it (aborted: nothing appears), and its later
+// calls raise.
+class NativeWriter {
+ public:
+  NativeWriter(std::shared_ptr<NativeClient> owner,
+               std::unique_ptr<Writer> writer, uint64_t generation)
+      : owner_(std::move(owner)),
+        path_(writer->path()),
+        writer_(std::move(writer)),
+        generation_(generation) {
+    owner_->AddWriter(this);
+  }
+  ~NativeWriter() {
+    owner_->RemoveWriter(this);
+    py::gil_scoped_release nogil;
+    Drop(/*abandon=*/false);  // Aborts one neither closed nor aborted.
+  }
+
+  // Dropped with its connection (the owner holds its lock; no Use is open).
+  void Drop(bool abandon) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (abandon) {
+      (void)writer_.release();
+    } else {
+      writer_.reset();
+    }
+  }
+
+  void Write(py::buffer data) {
+    py::buffer_info b = data.request();
+    const absl::string_view bytes(static_cast<const char*>(b.ptr),
+                                  static_cast<size_t>(b.size * b.itemsize));
+    OkOrRaise(Run([&](Writer& w) { return w.Write(bytes); }), path_);
+  }
+  FileInfo Close() {
+    absl::StatusOr<FileInfo> info;
+    OkOrRaise(Run([&](Writer& w) {
+                info = w.Close();
+                return info.status();
+              }),
+              path_);
+    return *info;
+  }
+  void Abort() {
+    OkOrRaise(Run([&](Writer& w) { return w.Abort(); }), path_);
+  }
+  uint64_t size() {
+    absl::MutexLock lock(&mu_);
+    return size_;
+  }
+
+ private:
+  // fn on the writer, without the GIL, inside a Use of its connection.
+  absl::Status Run(absl::FunctionRef<absl::Status(Writer&)> fn) {
+    py::gil_scoped_release nogil;
+    absl::StatusOr<NativeClient::Use> use = owner_->Acquire();
+    if (!use.ok()) return use.status();
+    absl::MutexLock lock(&mu_);
+    if (writer_ == nullptr || use->generation() != generation_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path_,
+          ": the writer is closed, or the process forked while it was open "
+          "(it was aborted: nothing was written)"));
+    }
+    absl::Status st = fn(*writer_);
+    size_ = writer_->size();
+    return st;
+  }
+
+  const std::shared_ptr<NativeClient> owner_;
+  const std::string path_;
+  absl::Mutex mu_;
+  std::unique_ptr<Writer> writer_ ABSL_GUARDED_BY(mu_);
+  const uint64_t generation_;
+  uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // An open file, pinned to the version it had at open. Its File belongs to
@@ -300,6 +389,7 @@ class NativeFile {
 
 void NativeClient::DropConnectionLocked() {
   for (NativeFile* f : files_) f->Drop(/*abandon=*/false);
+  for (NativeWriter* w : writers_) w->Drop(/*abandon=*/false);
   pool_.reset();
   // No call is in flight and the client's threads stop with it, so the
   // metadata cache it shares with warm_ is unlocked when the fork comes.
@@ -310,6 +400,7 @@ void NativeClient::DropConnectionLocked() {
 void NativeClient::AbandonIfForked() {
   if (pid_ == ::getpid()) return;
   for (NativeFile* f : files_) f->Drop(/*abandon=*/true);
+  for (NativeWriter* w : writers_) w->Drop(/*abandon=*/true);
   (void)pool_.release();
   (void)client_.release();
   // Its metadata cache may be locked by a thread that did not come along.
@@ -402,6 +493,21 @@ std::unique_ptr<NativeFile> Open(NativeClient& c, const std::string& path) {
       });
   return std::make_unique<NativeFile>(c.shared_from_this(), std::move(f),
                                       generation);
+}
+
+std::unique_ptr<NativeWriter> Create(NativeClient& c, const std::string& path,
+                                     bool overwrite, uint64_t size_hint) {
+  uint64_t generation = 0;
+  WriteOptions o;
+  o.overwrite = overwrite;
+  o.size_hint = size_hint;
+  std::unique_ptr<Writer> w =
+      Call<std::unique_ptr<Writer>>(c, path, [&](NativeClient::Use& u) {
+        generation = u.generation();
+        return u->Create(path, o);
+      });
+  return std::make_unique<NativeWriter>(c.shared_from_this(), std::move(w),
+                                        generation);
 }
 
 // The whole files of `paths` as one Client::ReadBatch: opened (metadata
@@ -630,6 +736,12 @@ PYBIND11_MODULE(_native, m) {
       .def("read", &NativeFile::Read, py::arg("offset"),
            py::arg("length") = -1);
 
+  py::class_<larder::NativeWriter>(m, "Writer")
+      .def("write", &larder::NativeWriter::Write, py::arg("data"))
+      .def("close", &larder::NativeWriter::Close)
+      .def("abort", &larder::NativeWriter::Abort)
+      .def_property_readonly("size", &larder::NativeWriter::size);
+
   py::class_<NativeClient, std::shared_ptr<NativeClient>>(m, "Client")
       .def(py::init<std::string, const py::dict&>(), py::arg("master"),
            py::arg("options"))
@@ -640,6 +752,8 @@ PYBIND11_MODULE(_native, m) {
       .def("list", &larder::List, py::arg("path"), py::arg("token") = "",
            py::arg("page_size") = 1000, py::arg("recursive") = false)
       .def("open", &larder::Open)
+      .def("create", &larder::Create, py::arg("path"),
+           py::arg("overwrite") = false, py::arg("size_hint") = 0)
       .def("read", &larder::ReadFile)
       .def("read_many", &larder::ReadMany)
       .def("read_each", &larder::ReadEach)

@@ -54,17 +54,22 @@ class ClusterTest : public ::testing::Test {
           PatternBytes(300000 + i * 250000, i);  // 0.3 to 3 MiB: 1 to 3 blocks.
       ASSERT_TRUE(store_->Put(path, files_[path]).ok());
     }
+    std::vector<std::string> master_flags = {"--heartbeat_timeout=2s",
+                                             "--heartbeat_interval=200ms"};
+    for (std::string& f : ExtraMasterFlags()) master_flags.push_back(f);
     auto master = testing::MasterProcess::Start(
-        {"--heartbeat_timeout=2s", "--heartbeat_interval=200ms"},
+        master_flags,
         {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
     for (int w = 0; w < 3; ++w) {
+      std::vector<std::string> flags = {
+          absl::StrCat("--master=", master_->address()),
+          absl::StrCat("--worker_id=w", w), "--ram_capacity=256MiB",
+          "--retry_max_attempts=2"};
+      for (std::string& f : ExtraWorkerFlags()) flags.push_back(f);
       auto worker = testing::WorkerProcess::Start(
-          {absl::StrCat("--master=", master_->address()),
-           absl::StrCat("--worker_id=w", w), "--ram_capacity=256MiB",
-           "--retry_max_attempts=2"},
-          {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
+          flags, {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
       ASSERT_TRUE(worker.ok()) << worker.status();
       workers_.push_back(std::move(*worker));
     }
@@ -84,15 +89,25 @@ class ClusterTest : public ::testing::Test {
     ASSERT_TRUE(AddMount("/datasets/ds", s3_->Uri("ds"), 1000));
   }
 
-  bool AddMount(const std::string& path, const std::string& uri, int ttl_ms) {
+  // Flags a suite adds to the master's and the workers'.
+  virtual std::vector<std::string> ExtraMasterFlags() { return {}; }
+  virtual std::vector<std::string> ExtraWorkerFlags() { return {}; }
+
+  bool AddMount(const std::string& path, const std::string& uri, int ttl_ms,
+                bool writable = false) {
     v1::AddMountRequest req;
     req.mutable_mount()->set_path(path);
     req.mutable_mount()->set_uri(uri);
     req.mutable_mount()->set_block_size(kBlock);
     req.mutable_mount()->set_metadata_ttl_ms(ttl_ms);
+    req.mutable_mount()->set_writable(writable);
     v1::MountTable table;
     grpc::ClientContext ctx;
-    return stub_->AddMount(&ctx, req, &table).ok();
+    grpc::Status st = stub_->AddMount(&ctx, req, &table);
+    if (!st.ok())
+      std::fprintf(stderr, "AddMount %s: %s\n", path.c_str(),
+                   st.error_message().c_str());
+    return st.ok();
   }
 
   v1::Ring Ring() {
@@ -109,10 +124,11 @@ class ClusterTest : public ::testing::Test {
                             absl::Seconds(20));
   }
 
-  std::unique_ptr<Client> Connect(const std::string& node) {
+  std::unique_ptr<Client> Connect(const std::string& node,
+                                  Role role = Role::kReader) {
     ClientOptions o;
     o.master = master_->address();
-    o.security = testing::SuiteSecurity(Role::kReader);
+    o.security = testing::SuiteSecurity(role);
     o.node =
         node;  // "elsewhere": read over gRPC; the host name: short-circuit.
     o.ring_refresh = absl::Milliseconds(200);

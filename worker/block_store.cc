@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -277,6 +278,33 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
     QueueNvmeWrite(*b);
   }
   return BlockRead{*std::move(b), BlockSource::kUnderStore};
+}
+
+absl::Status BlockStore::Put(const BlockId& id, absl::string_view bytes) {
+  LARDER_RETURN_IF_ERROR(id.Validate());
+  if (bytes.size() != id.length()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(id.DebugString(), ": ", bytes.size(),
+                     " bytes given for a block of ", id.length()));
+  }
+  LARDER_ASSIGN_OR_RETURN(Mount mount, mounts_->Get(id.mount));
+  if (mount.block_size != id.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block size ", id.block_size, " of ", id.DebugString(),
+        " differs from mount '", id.mount, "' (", mount.block_size, ")"));
+  }
+  LARDER_ASSIGN_OR_RETURN(BlockWriter writer,
+                          BlockWriter::Create(id, ObjectFor(id)));
+  std::memcpy(writer.buffer().data(), bytes.data(), bytes.size());
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const Block> b,
+                          std::move(writer).Finish());
+  {
+    absl::MutexLock lock(&mu_);
+    if (journal_added_.size() < kMaxJournal) journal_added_.push_back(id.Key());
+  }
+  AdmitRam(b);
+  if (nvme_) QueueNvmeWrite(b);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const Block>> BlockStore::FetchFromUnderStore(

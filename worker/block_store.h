@@ -141,6 +141,13 @@ class BlockStore {
   // Starts fetching a block if it is not cached; returns at once.
   void Prefetch(const BlockId& id);
 
+  // Caches `bytes` as block `id` (a written object's block, whose version
+  // the caller has checked with the under-store): into RAM, and to NVMe.
+  // Errors: InvalidArgument (a bad id, a length other than the block's, a
+  // block size other than the mount's), NotFound (unknown mount),
+  // ResourceExhausted.
+  absl::Status Put(const BlockId& id, absl::string_view bytes);
+
   // Keeps a RAM block from eviction until `until` or Unlease. False if the
   // block is not in RAM.
   bool Lease(const BlockKey& key, absl::Time until);

@@ -6,12 +6,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker_client.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/read_block_wire.h"
+#include "common/status_macros.h"
+#include "common/write_parts.h"
 
 namespace larder {
 
@@ -262,6 +267,280 @@ grpc::ServerUnaryReactor* DataService::GetStats(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+// Receives one part of a write (worker/writes.h), keeps the blocks the
+// writer asks this worker to keep, and uploads it when asked. Deletes itself
+// in OnDone.
+class WritePartReactor final
+    : public grpc::ServerReadReactor<v1::WritePartRequest> {
+ public:
+  WritePartReactor(DataService* service, grpc::CallbackServerContext* context,
+                   v1::WritePartResponse* response)
+      : service_(service), response_(response) {
+    if (service_->staging_ == nullptr || service_->uploads_ == nullptr) {
+      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          "this worker takes no writes"));
+      return;
+    }
+    if (grpc::Status denied =
+            service_->auth_->Check(*context, Role::kWriter, "WritePart");
+        !denied.ok()) {
+      Finish(denied);
+      return;
+    }
+    caller_ = service_->auth_->CallerOf(*context);
+    service_->staging_->Expire(absl::Now());
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Complete();
+      return;
+    }
+    if (!have_header_) {
+      if (!request_.has_header()) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "WritePart: the first message has no header"));
+        return;
+      }
+      header_ = request_.header();
+      if (absl::Status st = Accept(); !st.ok()) {
+        Finish(ToGrpcStatus(st));
+        return;
+      }
+      have_header_ = true;
+    } else if (request_.has_header()) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "WritePart: a second header"));
+      return;
+    }
+    if (request_.data().size() > header_.size() - data_.size()) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("WritePart: more data than the part's ",
+                                       header_.size(), " bytes")));
+      return;
+    }
+    data_.append(request_.data());
+    request_.Clear();
+    StartRead(&request_);
+  }
+
+  void OnDone() override {
+    if (reserved_ != 0) service_->staging_->Release(reserved_);
+    delete this;
+  }
+
+ private:
+  // Checks the header against the worker's mount and the caller's rights,
+  // and reserves the part's bytes.
+  absl::Status Accept() {
+    const v1::WriteHandle& h = header_.handle();
+    if (h.write_id().empty() || h.write_id().size() > 128) {
+      return absl::InvalidArgumentError("WritePart: a bad write id");
+    }
+    LARDER_ASSIGN_OR_RETURN(Mount m, service_->mounts_->Get(h.mount()));
+    LARDER_RETURN_IF_ERROR(MayWriteMount(caller_, h.mount(), m.writable));
+    if (m.block_size != h.block_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WritePart: block size ", h.block_size(), " differs from mount '",
+          h.mount(), "' (", m.block_size, "): stale mount table"));
+    }
+    const uint64_t bs = h.block_size();
+    if (header_.number() < 1 || header_.number() > kMaxWriteParts ||
+        header_.offset() % bs != 0 || header_.size() > kMaxWritePartBytes ||
+        header_.offset() > UINT64_MAX - header_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WritePart: part ", header_.number(), " at ", header_.offset(),
+          " of ", header_.size(), " bytes is not a part (numbered 1 to ",
+          kMaxWriteParts, ", at a multiple of the block size, at most ",
+          kMaxWritePartBytes, " bytes)"));
+    }
+    for (uint64_t index : header_.keep_blocks()) {
+      if (index > UINT64_MAX / bs || index * bs < header_.offset() ||
+          index * bs - header_.offset() >=
+              std::max<uint64_t>(header_.size(), 1)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "WritePart: block ", index, " is not in part ", header_.number()));
+      }
+    }
+    if (header_.upload() && h.upload_id().empty()) {
+      return absl::InvalidArgumentError("WritePart: no upload id");
+    }
+    if (!service_->staging_->Reserve(header_.size())) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the worker holds as many written bytes as it may "
+                       "(--write_buffer); part ",
+                       header_.number(), " of ", header_.size(),
+                       " bytes must wait (retry)"));
+    }
+    reserved_ = header_.size();
+    data_.reserve(header_.size());
+    store_ = m.store;
+    return absl::OkStatus();
+  }
+
+  void Complete() {
+    if (!have_header_) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "WritePart: no header"));
+      return;
+    }
+    if (data_.size() != header_.size()) {
+      Finish(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("WritePart: the stream ended after ", data_.size(),
+                       " of the part's ", header_.size(), " bytes")));
+      return;
+    }
+    service_->uploads_->Schedule([this] { Finish(ToGrpcStatus(Work())); });
+  }
+
+  absl::Status Work() {
+    const v1::WriteHandle& h = header_.handle();
+    const uint64_t bs = h.block_size();
+    uint32_t kept = 0;
+    for (uint64_t index : header_.keep_blocks()) {
+      const uint64_t begin = index * bs - header_.offset();
+      if (service_->staging_->Keep(
+              h, index,
+              data_.substr(begin, std::min(bs, data_.size() - begin))))
+        ++kept;
+    }
+    if (header_.upload()) {
+      absl::StatusOr<UploadedPart> p =
+          store_->UploadPart(h.relative(), h.upload_id(), header_.number(),
+                             header_.offset(), data_);
+      if (!p.ok()) {
+        LARDER_LOG(WARNING, "write.upload_part")
+            .Field("path", absl::StrCat(h.mount(), "/", h.relative()))
+            .Field("part", header_.number())
+            .Field("status", p.status());
+        return p.status();
+      }
+      service_->metrics_->write_bytes.Increment(
+          static_cast<double>(data_.size()));
+      v1::UploadedPart* out = response_->mutable_part();
+      out->set_number(p->number);
+      out->set_offset(p->offset);
+      out->set_size(p->size);
+      out->set_token(std::move(p->token));
+    }
+    response_->set_kept_blocks(kept);
+    return absl::OkStatus();
+  }
+
+  DataService* const service_;
+  v1::WritePartResponse* const response_;
+  Caller caller_;
+  v1::WritePartRequest request_;
+  v1::WritePartHeader header_;
+  bool have_header_ = false;
+  std::string data_;
+  uint64_t reserved_ = 0;
+  std::shared_ptr<UnderStore> store_;
+};
+
+grpc::ServerReadReactor<v1::WritePartRequest>* DataService::WritePart(
+    grpc::CallbackServerContext* context, v1::WritePartResponse* response) {
+  return new WritePartReactor(this, context, response);
+}
+
+grpc::ServerUnaryReactor* DataService::PublishWrite(
+    grpc::CallbackServerContext* context,
+    const v1::PublishWriteRequest* request,
+    v1::PublishWriteResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (staging_ == nullptr || uploads_ == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "this worker takes no writes"));
+    return reactor;
+  }
+  if (grpc::Status denied =
+          auth_->Check(*context, Role::kWriter, "PublishWrite");
+      !denied.ok()) {
+    reactor->Finish(denied);
+    return reactor;
+  }
+  const v1::WriteHandle& h = request->handle();
+  absl::StatusOr<Mount> m = mounts_->Get(h.mount());
+  absl::Status allowed =
+      m.ok() ? MayWriteMount(auth_->CallerOf(*context), h.mount(), m->writable)
+             : m.status();
+  if (!allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+  if (request->discard()) {
+    staging_->Discard(h.write_id());
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  uploads_->Schedule([this, reactor, request, response, store = m->store] {
+    const std::map<uint64_t, std::string> forward(request->forward().begin(),
+                                                  request->forward().end());
+    WriteStaging::Forwarded forwarded;
+    absl::StatusOr<uint32_t> n =
+        staging_->Publish(request->handle(), request->version(),
+                          request->object_size(), *store, forward, &forwarded);
+    if (n.ok()) {
+      response->set_published_blocks(*n);
+      response->set_forwarded_blocks(Forward(*request, forwarded));
+    }
+    reactor->Finish(ToGrpcStatus(n.status()));
+  });
+  return reactor;
+}
+
+uint32_t DataService::Forward(const v1::PublishWriteRequest& request,
+                              WriteStaging::Forwarded& forwarded) {
+  if (forwarded.empty()) return 0;
+  if (channels_ == nullptr) {
+    LARDER_LOG(WARNING, "write.forward")
+        .Field("status", "a standalone worker has no peers to send blocks to");
+    return 0;
+  }
+  // One thread per owner: each sends its blocks, then publishes them.
+  std::atomic<uint32_t> sent{0};
+  std::vector<std::thread> threads;
+  for (auto& [address, blocks] : forwarded) {
+    threads.emplace_back([&, address = address, blocks = &blocks] {
+      WorkerClient peer(address, *channels_);
+      const v1::WriteHandle& h = request.handle();
+      uint32_t kept = 0;
+      for (auto& [index, data] : *blocks) {
+        v1::WritePartHeader header;
+        *header.mutable_handle() = h;
+        header.set_number(1);
+        header.set_offset(index * h.block_size());
+        header.set_size(data.size());
+        header.add_keep_blocks(index);
+        absl::StatusOr<v1::WritePartResponse> r = peer.WritePart(header, data);
+        if (!r.ok()) {
+          LARDER_LOG(WARNING, "write.forward")
+              .Field("to", address)
+              .Field("status", r.status());
+          return;
+        }
+        kept += r->kept_blocks();
+      }
+      v1::PublishWriteRequest publish;
+      *publish.mutable_handle() = h;
+      publish.set_version(request.version());
+      publish.set_object_size(request.object_size());
+      absl::StatusOr<v1::PublishWriteResponse> p = peer.PublishWrite(publish);
+      if (!p.ok()) {
+        LARDER_LOG(WARNING, "write.forward")
+            .Field("to", address)
+            .Field("status", p.status());
+        return;
+      }
+      sent += p->published_blocks();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return sent.load();
 }
 
 }  // namespace larder

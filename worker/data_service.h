@@ -29,6 +29,7 @@
 #include "proto/worker.grpc.pb.h"
 #include "worker/block_store.h"
 #include "worker/worker_mounts.h"
+#include "worker/writes.h"
 
 namespace larder {
 
@@ -72,8 +73,35 @@ class DataService final
                                      const v1::GetStatsRequest* request,
                                      v1::GetStatsResponse* response) override;
 
+  // Writes (worker/writes.h): WritePart keeps blocks in `staging` and
+  // uploads parts on `uploads` (threads of their own, so uploads never
+  // hold up the reads' misses). Without them writes are UNIMPLEMENTED.
+  // `channels` (may be null: standalone) reach the other workers, to
+  // which PublishWrite sends the blocks they own.
+  void EnableWrites(WriteStaging* staging, ThreadPool* uploads,
+                    std::shared_ptr<const ChannelFactory> channels) {
+    staging_ = staging;
+    uploads_ = uploads;
+    channels_ = std::move(channels);
+  }
+  grpc::ServerReadReactor<v1::WritePartRequest>* WritePart(
+      grpc::CallbackServerContext* context,
+      v1::WritePartResponse* response) override;
+  grpc::ServerUnaryReactor* PublishWrite(
+      grpc::CallbackServerContext* context,
+      const v1::PublishWriteRequest* request,
+      v1::PublishWriteResponse* response) override;
+
  private:
   friend class ReadBlockReactor;
+  friend class WritePartReactor;
+  // Sends forwarded kept blocks to their owners; returns how many they
+  // cached.
+  uint32_t Forward(const v1::PublishWriteRequest& request,
+                   WriteStaging::Forwarded& forwarded);
+  WriteStaging* staging_ = nullptr;
+  ThreadPool* uploads_ = nullptr;
+  std::shared_ptr<const ChannelFactory> channels_;
   BlockStore* const store_;
   WorkerMetrics* const metrics_;
   ThreadPool* const executor_;

@@ -53,6 +53,10 @@ WorkerMetrics::WorkerMetrics()
                                 "larder_worker_under_store_bytes_total",
                                 "Bytes read from under-stores.")
                             .Add({})),
+      write_bytes(Counter(*registry_, "larder_worker_write_bytes_total",
+                          "Bytes of written objects' parts uploaded to "
+                          "under-stores.")
+                      .Add({})),
       under_store_latency(
           prometheus::BuildHistogram()
               .Name("larder_worker_under_store_fetch_seconds")

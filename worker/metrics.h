@@ -47,6 +47,7 @@ class WorkerMetrics {
   prometheus::Counter& under_store_requests;
   prometheus::Counter& under_store_errors;
   prometheus::Counter& under_store_bytes;
+  prometheus::Counter& write_bytes;            // Bytes of parts uploaded.
   prometheus::Histogram& under_store_latency;  // Seconds per block fetch.
   prometheus::Counter& single_flight_joins;
   prometheus::Counter& evictions_ram;

@@ -78,6 +78,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
   w->service_ = std::make_unique<DataService>(
       w->store_.get(), &w->metrics_, w->rpc_executor_.get(), w->auth_.get(),
       w->mounts_.get(), &w->ring_version_);
+  w->staging_ =
+      std::make_unique<WriteStaging>(w->store_.get(), w->options_.writes);
+  w->upload_executor_ =
+      std::make_unique<ThreadPool>(w->options_.upload_threads, "larder-upload");
+  w->service_->EnableWrites(w->staging_.get(), w->upload_executor_.get(),
+                            channels);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(w->options_.listen, creds, &w->grpc_port_);
@@ -181,6 +187,7 @@ void Worker::Shutdown() {
                       absl::ToChronoSeconds(options_.shutdown_grace));
   if (short_circuit_) short_circuit_->Stop();
   rpc_executor_.reset();
+  upload_executor_.reset();
   if (store_) store_->Shutdown();
   ops_.reset();
   LARDER_LOG(INFO, "worker.stopped");

@@ -30,6 +30,7 @@
 #include "worker/metrics.h"
 #include "worker/short_circuit.h"
 #include "worker/worker_mounts.h"
+#include "worker/writes.h"
 
 namespace larder {
 
@@ -48,6 +49,9 @@ struct WorkerOptions {
   BlockStoreOptions store;
   // Threads that wait on misses for RPCs. Default 64.
   int rpc_threads = 64;
+  // Writes: parts uploaded at once, and the bytes held for them.
+  int upload_threads = 16;
+  WriteStagingOptions writes;
   // How long in-flight RPCs may run on after a shutdown request. Default 30 s.
   absl::Duration shutdown_grace = absl::Seconds(30);
   // The master (host:port); empty = standalone (mounts from flags only).
@@ -98,6 +102,8 @@ class Worker {
   std::unique_ptr<ThreadPool> rpc_executor_;
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<DataService> service_;
+  std::unique_ptr<WriteStaging> staging_;
+  std::unique_ptr<ThreadPool> upload_executor_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetadataService> metadata_;  // With a master.
   std::unique_ptr<ShortCircuitServer> short_circuit_;

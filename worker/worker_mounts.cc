@@ -34,15 +34,14 @@ absl::Status WorkerMounts::Add(const v1::MountEntry& entry,
   const MountAccess access = MountAccessOf(entry);
   return AddOpened(entry.path(), entry.uri(), std::move(store),
                    entry.block_size(), entry.credentials(), access,
-                   absl::Milliseconds(entry.metadata_ttl_ms()));
+                   absl::Milliseconds(entry.metadata_ttl_ms()),
+                   entry.writable());
 }
 
-absl::Status WorkerMounts::AddOpened(const std::string& name, std::string uri,
-                                     std::shared_ptr<UnderStore> store,
-                                     uint64_t block_size,
-                                     std::string credentials,
-                                     MountAccess access,
-                                     absl::Duration metadata_ttl) {
+absl::Status WorkerMounts::AddOpened(
+    const std::string& name, std::string uri, std::shared_ptr<UnderStore> store,
+    uint64_t block_size, std::string credentials, MountAccess access,
+    absl::Duration metadata_ttl, bool writable) {
   // A flag-defined mount has a plain name; a master-defined one is a cluster
   // path ("/datasets/imagenet").
   if (name.empty() || (name.find('/') != std::string::npos && name[0] != '/')) {
@@ -55,9 +54,9 @@ absl::Status WorkerMounts::AddOpened(const std::string& name, std::string uri,
         absl::StrCat("mount '", name, "': ", st.message()));
   }
   absl::MutexLock lock(&mu_);
-  mounts_[name] = Mount{name,        std::move(uri),   std::move(credentials),
-                        block_size,  std::move(store), access,
-                        metadata_ttl};
+  mounts_[name] = Mount{name,         std::move(uri),   std::move(credentials),
+                        block_size,   std::move(store), access,
+                        metadata_ttl, writable};
   return absl::OkStatus();
 }
 

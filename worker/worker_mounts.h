@@ -41,6 +41,9 @@ struct Mount {
   // The master's mounts: how long their metadata may be kept (the node
   // metadata cache's TTL). Zero for --mount flags (not cached).
   absl::Duration metadata_ttl = absl::ZeroDuration();
+  // The master's mounts: whether writers may create objects in it
+  // (MountEntry.writable). --mount flags: no.
+  bool writable = false;
 };
 
 class WorkerMounts {
@@ -101,7 +104,8 @@ class WorkerMounts {
   absl::Status AddOpened(const std::string& name, std::string uri,
                          std::shared_ptr<UnderStore> store, uint64_t block_size,
                          std::string credentials = "", MountAccess access = {},
-                         absl::Duration metadata_ttl = absl::ZeroDuration());
+                         absl::Duration metadata_ttl = absl::ZeroDuration(),
+                         bool writable = false);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);

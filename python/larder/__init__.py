@@ -8,16 +8,16 @@ PyTorch datasets and the shuffle-aware prefetching sampler are in
 ``larder.torch`` (imported on demand: ``import larder`` works without torch);
 ``larder.fs`` registers the ``larder://`` fsspec protocol.
 """
-from .errors import (DeadlineExceededError, Error, InvalidArgumentError,
+from .errors import (AlreadyExistsError, DeadlineExceededError, Error, InvalidArgumentError,
                      IsADirectoryError_, NotFoundError, ObjectChangedError,
                      PermissionDeniedError, ResourceExhaustedError,
                      UnauthenticatedError, UnavailableError)
-from .client import Client, FileInfo, LarderFile
+from .client import Client, FileInfo, LarderFile, LarderWriter
 
 __all__ = [
-    "Client", "FileInfo", "LarderFile", "Error", "NotFoundError",
+    "Client", "FileInfo", "LarderFile", "LarderWriter", "Error", "NotFoundError",
     "IsADirectoryError_", "PermissionDeniedError", "UnauthenticatedError",
     "DeadlineExceededError", "UnavailableError", "ObjectChangedError",
-    "InvalidArgumentError", "ResourceExhaustedError",
+    "InvalidArgumentError", "ResourceExhaustedError", "AlreadyExistsError",
 ]
 __version__ = "0.1.0"

@@ -159,12 +159,36 @@ class Client:
 
     # -- Data ----------------------------------------------------------------
 
-    def open(self, path):
-        """A read-only binary file (io.RawIOBase) pinned to the object's
-        version at open: readinto() fills a bytearray, memoryview or NumPy
-        array without an extra copy; seek, tell, read, readall."""
+    def open(self, path, mode="rb", overwrite=None, size_hint=0):
+        """``mode="rb"``: a read-only binary file (io.RawIOBase) pinned to the
+        object's version at open: readinto() fills a bytearray, memoryview or
+        NumPy array without an extra copy; seek, tell, read, readall.
+
+        ``mode="wb"`` (or ``"xb"``): a new object in a writable mount, written
+        sequentially (``torch.save(obj, f)``, ``numpy.save(f, a)``); it
+        appears, whole, when the file is closed, and not at all if the
+        ``with`` block raises or the file is aborted (``f.abort()``). "wb"
+        replaces an object already there, "xb" refuses (FileExistsError);
+        ``overwrite`` overrides what the mode says. ``size_hint``: about how
+        many bytes will be written (larger parts for large objects)."""
         path = _clean(path)
-        return LarderFile(self._native.open(path), path)
+        if mode in ("rb", "r"):
+            return LarderFile(self._native.open(path), path)
+        if mode not in ("wb", "xb", "w", "x"):
+            raise ValueError("larder files are opened 'rb', 'wb' or 'xb', "
+                             "not %r" % (mode,))
+        if overwrite is None:
+            overwrite = mode.startswith("w")
+        return LarderWriter(
+            self._native.create(path, bool(overwrite), int(size_hint)), path)
+
+    def write(self, path, data, overwrite=True):
+        """Writes ``data`` (bytes-like) as the object ``path`` and returns its
+        FileInfo: the object appears whole, or not at all."""
+        with self.open(path, "wb", overwrite=overwrite,
+                       size_hint=len(memoryview(data).cast("B"))) as f:
+            f.write(data)
+        return f.info
 
     def read(self, path):
         """The whole file, as bytes."""
@@ -278,6 +302,64 @@ class LarderFile(io.RawIOBase):
     def close(self):
         self._f = None
         super().close()
+
+
+class LarderWriter(io.RawIOBase):
+    """A Larder object being written: sequential, write-only. close()
+    commits (the object appears whole; ``info`` is then its FileInfo);
+    abort(), or leaving a ``with`` block by an exception, drops it."""
+
+    def __init__(self, native_writer, path):
+        super().__init__()
+        self._w = native_writer
+        self.name = path
+        self.info = None
+
+    def __repr__(self):
+        return "<larder.LarderWriter %r written=%d>" % (
+            self.name, self._w.size if self._w else -1)
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def write(self, data):
+        if self.closed or self._w is None:
+            raise ValueError("I/O operation on closed file.")
+        view = memoryview(data).cast("B")
+        self._w.write(view)
+        return len(view)
+
+    def tell(self):
+        if self._w is None:
+            raise ValueError("I/O operation on closed file.")
+        return self._w.size
+
+    def abort(self):
+        """Drops everything written: nothing appears."""
+        if self._w is not None:
+            w, self._w = self._w, None
+            try:
+                w.abort()
+            finally:
+                super().close()
+
+    def close(self):
+        if self._w is not None:
+            w, self._w = self._w, None
+            try:
+                self.info = w.close()
+            finally:
+                super().close()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+        return False
 
 
 def _glob_regex(pattern):

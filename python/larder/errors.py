@@ -64,6 +64,13 @@ class NotFoundError(Error, FileNotFoundError):
     _errno = _errno.ENOENT
 
 
+class AlreadyExistsError(Error, FileExistsError):
+    """An object is already at the path (open(path, "xb"), or a write
+    without overwrite)."""
+    code = 6
+    _errno = _errno.EEXIST
+
+
 class IsADirectoryError_(Error, IsADirectoryError):
     code = 3
     _errno = _errno.EISDIR
@@ -102,6 +109,7 @@ class ResourceExhaustedError(Error):
 
 _BY_CODE = {
     3: InvalidArgumentError, 4: DeadlineExceededError, 5: NotFoundError,
+    6: AlreadyExistsError,
     7: PermissionDeniedError, 8: ResourceExhaustedError, 9: ObjectChangedError,
     14: UnavailableError, 16: UnauthenticatedError,
 }

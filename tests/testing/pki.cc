@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<Pki>> Pki::Create() {
   std::unique_ptr<Pki> p(new Pki);
   p->admin_token_ = RandomToken("adm-");
   p->reader_token_ = RandomToken("rdr-");
+  p->writer_token_ = RandomToken("wrt-");
   // P-256 keys: made in milliseconds, unlike RSA.
   const std::string script = absl::StrCat(R"(set -e
 cd ')",
@@ -66,15 +67,17 @@ chmod 600 *.key
   absl::Status st =
       WriteFile(p->tokens_file(),
                 absl::StrCat("# test cluster tokens\nadmin ", p->admin_token_,
-                             "\nreader ", p->reader_token_, "\n"));
+                             "\nreader ", p->reader_token_, "\nwriter:/ckpt ",
+                             p->writer_token_, "\n"));
   if (st.ok()) st = WriteFile(p->admin_token_file(), p->admin_token_ + "\n");
   if (st.ok()) st = WriteFile(p->reader_token_file(), p->reader_token_ + "\n");
+  if (st.ok()) st = WriteFile(p->writer_token_file(), p->writer_token_ + "\n");
   if (!st.ok()) return st;
   // As an operator would leave them: the CA and certificates readable by
   // all, keys and tokens by root only.
   ::chmod(p->dir().c_str(), 0755);
-  for (const std::string& f :
-       {p->tokens_file(), p->admin_token_file(), p->reader_token_file()})
+  for (const std::string& f : {p->tokens_file(), p->admin_token_file(),
+                               p->reader_token_file(), p->writer_token_file()})
     ::chmod(f.c_str(), 0600);
   for (const char* pem : {"ca", "otherca", "node", "admin", "reader", "rogue"})
     ::chmod(absl::StrCat(p->dir(), "/", pem, ".pem").c_str(), 0644);
@@ -94,6 +97,7 @@ SecurityOptions Pki::Client(Role role) const {
   o.tls_ca_file = ca();
   if (role == Role::kAdmin) o.token_file = admin_token_file();
   if (role == Role::kReader) o.token_file = reader_token_file();
+  if (role == Role::kWriter) o.token_file = writer_token_file();
   return o;
 }
 

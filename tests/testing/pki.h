@@ -52,6 +52,8 @@ class Pki {
   std::string tokens_file() const { return dir() + "/tokens"; }
   std::string admin_token_file() const { return dir() + "/admin.token"; }
   std::string reader_token_file() const { return dir() + "/reader.token"; }
+  // A writer token limited to the mounts below /ckpt.
+  std::string writer_token_file() const { return dir() + "/writer.token"; }
   const std::string& admin_token() const { return admin_token_; }
   const std::string& reader_token() const { return reader_token_; }
 
@@ -66,7 +68,7 @@ class Pki {
  private:
   Pki() = default;
   TempDir dir_;
-  std::string admin_token_, reader_token_;
+  std::string admin_token_, reader_token_, writer_token_;
 };
 
 // The suite's Pki when $LARDER_TEST_SECURE is set, else null.

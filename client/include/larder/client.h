@@ -89,6 +89,9 @@ struct ClientOptions {
   absl::Duration ring_refresh = absl::Seconds(5);
   // Block reads run in parallel for one large Read. Default 8.
   int parallel_reads = 8;
+  // Parts of one Writer in flight at once (each a part's bytes in memory:
+  // 8 parts of 8 MiB by default, so 64 MiB a writer). Default 8.
+  int parallel_writes = 8;
 
   // The node's metadata cache (Stat results, negative entries and whole
   // directory listings, each kept for its mount's metadata TTL): most
@@ -261,6 +264,40 @@ class File {
   virtual absl::StatusOr<LocalSlice> OpenLocalObject() = 0;
 };
 
+struct WriteOptions {
+  // Replace an object that is at the path (default: AlreadyExists).
+  bool overwrite = false;
+  // About how many bytes will be written (0: unknown): picks the part
+  // size, so that large objects need fewer parts.
+  uint64_t size_hint = 0;
+};
+
+// A new object being written (Client::Create): sequential Writes, then
+// Close, which makes the object appear whole under its final version, or
+// Abort, after which nothing appears. Parts go to the workers in parallel
+// (ClientOptions::parallel_writes) while the caller writes on; each worker
+// uploads its parts to the under-store and keeps their blocks, so the
+// object is in the cache when Close returns. Destroying a Writer that was
+// neither closed nor aborted aborts it. Not thread-safe.
+class Writer {
+ public:
+  virtual ~Writer() = default;
+  // Appends `data`. Waits while parallel_writes parts are in flight. An
+  // error (a part that no worker could upload) is final: Close fails too.
+  virtual absl::Status Write(absl::string_view data) = 0;
+  // Uploads the rest and commits. Errors: those of Write; AlreadyExists
+  // (someone created the path meanwhile, without overwrite);
+  // FailedPrecondition (the master no longer knows the write: it was older
+  // than the master's --write_max_age, or the master restarted); the
+  // under-store's. After an error nothing is visible.
+  virtual absl::StatusOr<FileInfo> Close() = 0;
+  // Drops everything written; nothing appears. Idempotent.
+  virtual absl::Status Abort() = 0;
+  // Bytes written so far.
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
 class Client {
  public:
   // Connects and fetches the ring and mount table. Errors: Unavailable (the
@@ -317,6 +354,14 @@ class Client {
   // Bytes of the file held in the cluster's cache (by the master's placement
   // index, which lags the workers by up to a heartbeat).
   virtual absl::StatusOr<uint64_t> CachedBytes(absl::string_view path) = 0;
+
+  // Starts writing a new object at cluster path `path` (a file in a
+  // writable mount; see Writer). Errors: PermissionDenied (the mount is not
+  // writable, or the caller lacks the writer role), AlreadyExists (an
+  // object is there and options.overwrite is false), FailedPrecondition (a
+  // directory is there), NotFound (no mount), InvalidArgument.
+  virtual absl::StatusOr<std::unique_ptr<Writer>> Create(
+      absl::string_view path, const WriteOptions& options = {}) = 0;
 
   virtual ClientStats stats() const = 0;
 

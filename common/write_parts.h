@@ -1,0 +1,59 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: write_parts.h
+// -----------------------------------------------------------------------------
+//
+// How a written object is cut into upload parts. Every part but the last is
+// a whole number of blocks, so the worker that owns a part's first block
+// can keep the part's blocks for the cache; and parts grow with the object,
+// so that no upload needs more than kMaxWriteParts (S3's limit):
+//
+//   parts 1..1000      `first` bytes each
+//   parts 1001..2000   2 * first
+//   ...                doubling every 1000 parts
+//
+// With 8 MiB first parts, 10,000 parts hold 8 TiB.
+#ifndef LARDER_COMMON_WRITE_PARTS_H_
+#define LARDER_COMMON_WRITE_PARTS_H_
+
+#include <algorithm>
+#include <cstdint>
+
+namespace larder {
+
+// S3's rules: every part but the last at least 5 MiB, at most 10,000 parts,
+// at most 5 GiB a part.
+inline constexpr uint64_t kMinWritePartBytes = 5ull << 20;
+inline constexpr uint32_t kMaxWriteParts = 10000;
+inline constexpr uint64_t kMaxWritePartBytes = 5ull << 30;
+// Parts per doubling of the part size.
+inline constexpr uint32_t kWritePartsPerTier = 1000;
+
+// The first parts' size for an object of about `size_hint` bytes (0: not
+// known) in a mount of `block_size` blocks: the smallest multiple of the
+// block size that is at least kMinWritePartBytes and `floor_bytes`, and
+// big enough that `size_hint` bytes fit in the first kWritePartsPerTier
+// parts.
+inline uint64_t FirstWritePartBytes(uint64_t block_size, uint64_t size_hint,
+                                    uint64_t floor_bytes = 0) {
+  uint64_t want = std::max(kMinWritePartBytes, floor_bytes);
+  if (size_hint > 0)
+    want = std::max(want,
+                    (size_hint + kWritePartsPerTier - 1) / kWritePartsPerTier);
+  if (block_size == 0) return want;
+  const uint64_t blocks = (want + block_size - 1) / block_size;
+  return std::max<uint64_t>(blocks, 1) * block_size;
+}
+
+// The size of part `number` (from 1) of an upload whose first parts have
+// `first` bytes (the last part of an object is shorter).
+inline uint64_t WritePartBytes(uint64_t first, uint32_t number) {
+  const uint32_t tier = number == 0 ? 0 : (number - 1) / kWritePartsPerTier;
+  return std::min(first << std::min<uint32_t>(tier, 9),
+                  std::max(first, kMaxWritePartBytes));
+}
+
+}  // namespace larder
+
+#endif  // LARDER_COMMON_WRITE_PARTS_H_

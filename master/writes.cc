@@ -1,0 +1,273 @@
+// Copyright 2026 The Larder Authors.
+#include "master/writes.h"
+
+#include <random>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "common/write_parts.h"
+#include "understore/uri.h"
+
+namespace larder {
+namespace {
+
+std::string NewWriteId() {
+  static absl::Mutex mu;
+  static absl::BitGen gen ABSL_GUARDED_BY(mu);
+  absl::MutexLock lock(&mu);
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                         absl::Uniform<uint64_t>(gen));
+}
+
+bool SameHandle(const v1::WriteHandle& a, const v1::WriteHandle& b) {
+  return a.write_id() == b.write_id() && a.mount() == b.mount() &&
+         a.relative() == b.relative() && a.upload_id() == b.upload_id() &&
+         a.block_size() == b.block_size() && a.part_size() == b.part_size() &&
+         a.overwrite() == b.overwrite();
+}
+
+std::string Join(const std::string& mount, const std::string& rel) {
+  return rel.empty() ? mount : absl::StrCat(mount, "/", rel);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::WriteHandle> Writes::Begin(
+    const Caller& caller, const v1::BeginWriteRequest& request) {
+  LARDER_ASSIGN_OR_RETURN(std::string path,
+                          NormalizeClusterPath(request.path()));
+  LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
+  const auto& [mount, rel] = resolved;
+  if (rel.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is the root of a mount: name a file inside it"));
+  }
+  for (absl::string_view part : absl::StrSplit(rel, '/')) {
+    if (absl::StartsWith(part, kUploadTempPrefix)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": names starting with '", kUploadTempPrefix,
+                       "' are Larder's uploads in progress"));
+    }
+  }
+  LARDER_RETURN_IF_ERROR(MayWriteMount(caller, mount.path(), mount.writable()));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store,
+                          metadata_->Store(mount));
+  // Asked of the store itself: the metadata cache may be a TTL behind.
+  absl::StatusOr<ObjectInfo> there = store->Stat(rel);
+  if (there.ok() && there->is_dir) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a directory"));
+  }
+  if (there.ok() && !request.overwrite()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(path, " exists (", there->size,
+                     " bytes); overwrite it only by asking to (overwrite)"));
+  }
+  if (!there.ok() && there.status().code() != absl::StatusCode::kNotFound)
+    return there.status();
+  LARDER_ASSIGN_OR_RETURN(std::string upload_id, store->CreateUpload(rel));
+  v1::WriteHandle h;
+  h.set_write_id(NewWriteId());
+  h.set_mount(mount.path());
+  h.set_relative(rel);
+  h.set_upload_id(std::move(upload_id));
+  h.set_block_size(mount.block_size());
+  h.set_part_size(FirstWritePartBytes(mount.block_size(), request.size_hint()));
+  h.set_overwrite(request.overwrite());
+  absl::MutexLock lock(&mu_);
+  uploads_[h.write_id()] = Upload{h, absl::Now()};
+  LARDER_LOG(INFO, "master.write_begun")
+      .Field("path", path)
+      .Field("write_id", h.write_id())
+      .Field("part_size", h.part_size());
+  return h;
+}
+
+absl::StatusOr<Writes::Upload> Writes::Find(
+    const v1::WriteHandle& handle) const {
+  absl::MutexLock lock(&mu_);
+  auto it = uploads_.find(handle.write_id());
+  if (it == uploads_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "write ", handle.write_id(), " of ",
+        Join(handle.mount(), handle.relative()),
+        " is not in progress at this master: it was committed or aborted, "
+        "it is older than --write_max_age (",
+        absl::FormatDuration(max_age_),
+        ") and was aborted, or the master restarted; write the object "
+        "again"));
+  }
+  if (!SameHandle(it->second.handle, handle)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("write ", handle.write_id(),
+                     ": the handle differs from the one BeginWrite gave"));
+  }
+  return it->second;
+}
+
+void Writes::Forget(const std::string& write_id) {
+  absl::MutexLock lock(&mu_);
+  uploads_.erase(write_id);
+}
+
+absl::StatusOr<v1::CommitWriteResponse> Writes::Commit(
+    const Caller& caller, const v1::CommitWriteRequest& request) {
+  LARDER_ASSIGN_OR_RETURN(Upload up, Find(request.handle()));
+  const v1::WriteHandle& h = up.handle;
+  const std::string path = Join(h.mount(), h.relative());
+  LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
+  const v1::MountEntry& mount = resolved.first;
+  if (mount.path() != h.mount() || mount.block_size() != h.block_size()) {
+    Forget(h.write_id());
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        ": the mount changed while the object was written; write it "
+        "again"));
+  }
+  LARDER_RETURN_IF_ERROR(MayWriteMount(caller, mount.path(), mount.writable()));
+  // The parts: numbered 1..n, contiguous, each but the last as the part
+  // size rule says (so the blocks a worker kept are the object's).
+  std::vector<UploadedPart> parts;
+  parts.reserve(request.parts_size());
+  uint64_t offset = 0;
+  for (int i = 0; i < request.parts_size(); ++i) {
+    const v1::UploadedPart& p = request.parts(i);
+    const bool last = i + 1 == request.parts_size();
+    const uint64_t want = WritePartBytes(h.part_size(), i + 1);
+    if (p.number() != static_cast<uint32_t>(i + 1) || p.offset() != offset ||
+        (last ? p.size() > want : p.size() != want)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: part %u (offset %u, %u bytes) is not part %d of the object "
+          "(offset %u, %s%u bytes)",
+          path, p.number(), p.offset(), p.size(), i + 1, offset,
+          last ? "at most " : "", want));
+    }
+    offset += p.size();
+    parts.push_back(UploadedPart{p.number(), p.offset(), p.size(), p.token()});
+  }
+  if (parts.empty() || parts.size() > kMaxWriteParts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": an upload has 1 to ", kMaxWriteParts,
+                     " parts, not ", parts.size()));
+  }
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store,
+                          metadata_->Store(mount));
+  if (!h.overwrite()) {
+    absl::StatusOr<ObjectInfo> there = store->Stat(h.relative());
+    if (there.ok()) {
+      (void)store->AbortUpload(h.relative(), h.upload_id());
+      Forget(h.write_id());
+      return absl::AlreadyExistsError(absl::StrCat(
+          path,
+          " was created by someone else while this write was in "
+          "progress; nothing was written (overwrite to replace it)"));
+    }
+  }
+  LARDER_ASSIGN_OR_RETURN(
+      ObjectInfo info,
+      store->CompleteUpload(h.relative(), h.upload_id(), parts));
+  Forget(h.write_id());
+  if (info.size != offset) {
+    LARDER_LOG(ERROR, "master.write_size")
+        .Field("path", path)
+        .Field("parts_bytes", offset)
+        .Field("stored_bytes", info.size);
+  }
+  metadata_->Invalidate(path);
+  invalidations_->Add(path);
+  v1::CommitWriteResponse resp;
+  v1::StatResponse* st = resp.mutable_stat();
+  v1::ObjectInfo* o = st->mutable_info();
+  o->set_path(path);
+  o->set_size(info.size);
+  o->set_version(info.version);
+  o->set_mtime_ns(absl::ToUnixNanos(info.mtime));
+  if (info.uid) {
+    o->set_uid(*info.uid);
+    if (info.gid) o->set_gid(*info.gid);
+    o->set_mode(info.mode);
+    o->set_own_mode(true);
+  }
+  st->set_mount(mount.path());
+  st->set_relative(h.relative());
+  st->set_block_size(mount.block_size());
+  resp.set_invalidation_seq(invalidations_->seq());
+  LARDER_LOG(INFO, "master.write_committed")
+      .Field("path", path)
+      .Field("write_id", h.write_id())
+      .Field("bytes", info.size)
+      .Field("parts", parts.size());
+  return resp;
+}
+
+absl::Status Writes::Abort(const Caller& caller,
+                           const v1::WriteHandle& handle) {
+  absl::StatusOr<Upload> up = Find(handle);
+  if (!up.ok() && up.status().code() == absl::StatusCode::kFailedPrecondition)
+    return absl::OkStatus();
+  LARDER_RETURN_IF_ERROR(up.status());
+  const std::string path = Join(handle.mount(), handle.relative());
+  LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
+  LARDER_RETURN_IF_ERROR(
+      MayWriteMount(caller, resolved.first.path(), resolved.first.writable()));
+  Forget(handle.write_id());
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store,
+                          metadata_->Store(resolved.first));
+  absl::Status st = store->AbortUpload(handle.relative(), handle.upload_id());
+  if (st.code() == absl::StatusCode::kUnimplemented) {
+    // A store that cannot abort (s3rver): nothing is visible either way.
+    LARDER_LOG(WARNING, "master.write_abort")
+        .Field("path", path)
+        .Field("status", st);
+    return absl::OkStatus();
+  }
+  return st;
+}
+
+size_t Writes::AbortExpired(absl::Time now) {
+  std::vector<Upload> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = uploads_.begin(); it != uploads_.end();) {
+      if (now - it->second.started > max_age_) {
+        expired.push_back(std::move(it->second));
+        uploads_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const Upload& u : expired) {
+    const std::string path = Join(u.handle.mount(), u.handle.relative());
+    absl::Status st;
+    absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
+        mounts_->Resolve(path);
+    if (!m.ok()) {
+      st = m.status();
+    } else if (absl::StatusOr<std::shared_ptr<UnderStore>> store =
+                   metadata_->Store(m->first);
+               !store.ok()) {
+      st = store.status();
+    } else {
+      st = (*store)->AbortUpload(u.handle.relative(), u.handle.upload_id());
+    }
+    LARDER_LOG(WARNING, "master.write_expired")
+        .Field("path", path)
+        .Field("write_id", u.handle.write_id())
+        .Field("age", absl::FormatDuration(now - u.started))
+        .Field("abort", st);
+  }
+  return expired.size();
+}
+
+size_t Writes::in_progress() const {
+  absl::MutexLock lock(&mu_);
+  return uploads_.size();
+}
+
+}  // namespace larder

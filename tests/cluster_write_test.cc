@@ -1,0 +1,287 @@
+// Copyright 2026 The Larder Authors.
+//
+// Writes through the cache (Client::Create, `larder cp LOCAL /cluster/...`)
+// on the cluster of cluster_fixture.h: a writable s3:// mount and a
+// writable file:// mount under /ckpt. Run plain and secure (a writer token
+// limited to /ckpt).
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "common/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cluster_fixture.h"
+#include "tests/testing/pki.h"
+#include "tests/testing/process.h"
+
+namespace larder {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Pki;
+
+class WriteTest : public ClusterTest {
+ protected:
+  std::vector<std::string> ExtraMasterFlags() override {
+    return {"--write_max_age=3s", "--allowed_file_roots=" + dir_.path()};
+  }
+  std::vector<std::string> ExtraWorkerFlags() override {
+    return {"--allowed_file_roots=" + dir_.path()};
+  }
+
+  void SetUp() override {
+    ClusterTest::SetUp();
+    if (HasFatalFailure()) return;
+    root_ = dir_.path() + "/local";
+    std::filesystem::create_directories(root_);
+    ASSERT_TRUE(AddMount("/ckpt/s3", s3_->Uri("ckpt"), 60000, true));
+    ASSERT_TRUE(AddMount("/ckpt/local", "file://" + root_, 60000, true));
+    ASSERT_TRUE(AddMount("/scratch", s3_->Uri("scratch"), 60000, true));
+    writer_ = Connect("writer-node", Role::kWriter);
+    reader_ = Connect("reader-node");
+    ASSERT_NE(writer_, nullptr);
+    ASSERT_NE(reader_, nullptr);
+  }
+
+  // Writes `data` to `path` in pieces of random sizes.
+  absl::StatusOr<FileInfo> Write(const std::string& path,
+                                 const std::string& data,
+                                 WriteOptions options = {}) {
+    LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w,
+                            writer_->Create(path, options));
+    std::mt19937 rng(static_cast<uint32_t>(data.size()));
+    for (size_t at = 0; at < data.size();) {
+      const size_t n =
+          std::min<size_t>(data.size() - at, 1 + rng() % (3 << 20));
+      LARDER_RETURN_IF_ERROR(w->Write(absl::string_view(data).substr(at, n)));
+      at += n;
+    }
+    return w->Close();
+  }
+
+  absl::StatusOr<std::string> Read(Client& client, const std::string& path) {
+    LARDER_ASSIGN_OR_RETURN(std::unique_ptr<File> f, client.Open(path));
+    std::string out(f->info().size, '\0');
+    LARDER_ASSIGN_OR_RETURN(size_t n, f->Read(0, absl::MakeSpan(out)));
+    out.resize(n);
+    return out;
+  }
+
+  double Misses() {
+    double n = 0;
+    for (auto& w : workers_)
+      n += w->Metric("larder_worker_misses_total").value_or(0);
+    return n;
+  }
+
+  bool Visible(Client& client, const std::string& path) {
+    return client.Stat(path).ok();
+  }
+
+  testing::TempDir dir_;
+  std::string root_;
+  std::unique_ptr<Client> writer_, reader_;
+};
+
+TEST_F(WriteTest, RoundTripOnEveryBackendIsServedFromTheCache) {
+  for (const std::string mount : {"/ckpt/s3", "/ckpt/local"}) {
+    for (size_t size : {size_t{0}, size_t{1}, size_t{(1 << 20) + 3},
+                        size_t{(12 << 20) + 5}}) {
+      SCOPED_TRACE(absl::StrCat(mount, " ", size, " bytes"));
+      const std::string path = absl::StrCat(mount, "/run1/step-", size, ".pt");
+      const std::string data = PatternBytes(size, static_cast<int>(size % 97));
+      absl::StatusOr<FileInfo> info = Write(path, data);
+      ASSERT_TRUE(info.ok()) << info.status();
+      EXPECT_EQ(info->size, size);
+      EXPECT_FALSE(info->version.empty());
+      // Another node reads it: every block from the workers' memory.
+      const double misses = Misses();
+      absl::StatusOr<std::string> back = Read(*reader_, path);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_TRUE(*back == data) << "bytes differ";
+      EXPECT_EQ(Misses(), misses) << "the read went to the under-store";
+    }
+  }
+  // The file:// mount holds the file itself, and no upload left behind.
+  std::ifstream f(root_ + "/run1/step-12582917.pt", std::ios::binary);
+  std::string on_disk((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(on_disk.size(), size_t{(12 << 20) + 5});
+  for (const auto& e : std::filesystem::directory_iterator(root_ + "/run1"))
+    EXPECT_FALSE(absl::StrContains(e.path().string(), ".larder-upload-"));
+}
+
+TEST_F(WriteTest, NothingVisibleUntilCloseAndNothingAfterAbort) {
+  const std::string path = "/ckpt/s3/partial.pt";
+  auto w = writer_->Create(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Write(PatternBytes(7 << 20, 3)).ok());
+  EXPECT_FALSE(Visible(*reader_, path));
+  auto listed = reader_->List("/ckpt/s3");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->entries.empty());
+  ASSERT_TRUE((*w)->Abort().ok());
+  EXPECT_FALSE(Visible(*writer_, path));
+  // A writer dropped without Close aborts too.
+  {
+    auto dropped = writer_->Create("/ckpt/local/dropped.pt");
+    ASSERT_TRUE(dropped.ok()) << dropped.status();
+    ASSERT_TRUE((*dropped)->Write(PatternBytes(6 << 20, 4)).ok());
+  }
+  EXPECT_FALSE(Visible(*writer_, "/ckpt/local/dropped.pt"));
+  for (const auto& e : std::filesystem::directory_iterator(root_))
+    ADD_FAILURE() << "left behind: " << e.path();
+}
+
+TEST_F(WriteTest, AnotherNodeSeesTheNewFileAndOverwritesOnlyWhenAsked) {
+  const std::string path = "/ckpt/s3/latest.pt";
+  // The reader's cache holds the directory (empty) and the path (absent).
+  ASSERT_TRUE(reader_->ListDir("/ckpt/s3").ok());
+  EXPECT_FALSE(Visible(*reader_, path));
+  ASSERT_TRUE(Write(path, PatternBytes(3 << 20, 1)).ok());
+  // The commit's invalidation reaches it with the ring (every 200 ms here).
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto d = reader_->ListDir("/ckpt/s3");
+        return d.ok() && (*d)->size() == 1 && Visible(*reader_, path);
+      },
+      absl::Seconds(5)));
+  ASSERT_TRUE(Read(*reader_, path).ok());
+  // Once there, replacing it must be asked for.
+  absl::StatusOr<FileInfo> again = Write(path, PatternBytes(1 << 20, 2));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists)
+      << again.status();
+  WriteOptions o;
+  o.overwrite = true;
+  const std::string v2 = PatternBytes((2 << 20) + 11, 2);
+  ASSERT_TRUE(Write(path, v2, o).ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto back = Read(*reader_, path);
+        return back.ok() && *back == v2;
+      },
+      absl::Seconds(5)));
+  // Where a directory is, or at a mount's root: no.
+  EXPECT_EQ(Write("/ckpt/s3", "x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(WriteTest, OnlyWritersOfWritableMountsWrite) {
+  // A mount that is not writable.
+  absl::StatusOr<FileInfo> ro = Write("/datasets/ds/new.bin", "data");
+  EXPECT_EQ(ro.status().code(), absl::StatusCode::kPermissionDenied)
+      << ro.status();
+  EXPECT_THAT(ro.status().message(), HasSubstr("not writable"));
+  if (testing::SuitePki() == nullptr) return;  // Plain: the local admin.
+  // A reader token.
+  auto r = reader_->Create("/ckpt/s3/by-reader.pt");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied)
+      << r.status();
+  // A writer token outside its mounts.
+  absl::StatusOr<FileInfo> out = Write("/scratch/x.pt", "data");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kPermissionDenied)
+      << out.status();
+  EXPECT_THAT(out.status().message(), HasSubstr("/ckpt"));
+}
+
+TEST_F(WriteTest, AKilledWorkerCostsNoVisiblePartialObject) {
+  const std::string path = "/ckpt/s3/survivor.pt";
+  const std::string data = PatternBytes(30 << 20, 9);
+  auto w = writer_->Create(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Write(absl::string_view(data).substr(0, 10 << 20)).ok());
+  workers_[1]->Kill();
+  ASSERT_TRUE((*w)->Write(absl::string_view(data).substr(10 << 20)).ok());
+  absl::StatusOr<FileInfo> info = (*w)->Close();
+  if (info.ok()) {
+    absl::StatusOr<std::string> back = Read(*reader_, path);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(*back == data);
+  } else {
+    EXPECT_FALSE(Visible(*writer_, path)) << info.status();
+  }
+}
+
+TEST_F(WriteTest, TheMasterAbortsAnUploadItsWriterLeft) {
+  // A `larder cp` writing from a pipe that never ends, killed mid-upload.
+  const std::string fifo = dir_.path() + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string token;
+  if (const Pki* pki = testing::SuitePki()) {
+    token = absl::StrCat(" --token_file=", pki->writer_token_file(),
+                         " --tls_ca_file=", pki->ca());
+  }
+  const std::string cmd =
+      absl::StrCat(LARDER_CLI_BINARY, " cp ", fifo,
+                   " /ckpt/local/killed.pt --master=", master_->address(),
+                   token, " >/dev/null 2>&1");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  {
+    std::ofstream out(fifo, std::ios::binary);
+    const std::string chunk = PatternBytes(12 << 20, 5);
+    out.write(chunk.data(), chunk.size());
+    out.flush();
+    // Its first part is uploading (a temporary file in the mount's root).
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          for (const auto& e : std::filesystem::directory_iterator(root_))
+            if (absl::StrContains(e.path().string(), ".larder-upload-"))
+              return true;
+          return false;
+        },
+        absl::Seconds(10)));
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  EXPECT_FALSE(Visible(*writer_, "/ckpt/local/killed.pt"));
+  // After --write_max_age (3 s), the master aborts the upload.
+  EXPECT_TRUE(testing::WaitFor([&] { return std::filesystem::is_empty(root_); },
+                               absl::Seconds(10)));
+  EXPECT_FALSE(Visible(*writer_, "/ckpt/local/killed.pt"));
+}
+
+TEST_F(WriteTest, CpWritesFilesAndDirectories) {
+  const std::string src = dir_.path() + "/src";
+  std::filesystem::create_directories(src + "/shards");
+  std::map<std::string, std::string> files = {
+      {"shards/rank-0.pt", PatternBytes(6 << 20, 1)},
+      {"shards/rank-1.pt", PatternBytes(1234, 2)},
+      {"meta.json", "{}"}};
+  for (const auto& [rel, data] : files) {
+    std::ofstream(src + "/" + rel, std::ios::binary) << data;
+  }
+  std::string token;
+  if (const Pki* pki = testing::SuitePki()) {
+    token = absl::StrCat(" --token_file=", pki->writer_token_file(),
+                         " --tls_ca_file=", pki->ca());
+  }
+  testing::Shell sh = testing::Sh(absl::StrCat(
+      LARDER_CLI_BINARY, " cp ", src,
+      " /ckpt/s3/step-7 --master=", master_->address(), token, " 2>&1"));
+  ASSERT_EQ(sh.code, 0) << sh.out;
+  EXPECT_THAT(sh.out, HasSubstr("wrote 3 files"));
+  for (const auto& [rel, data] : files) {
+    absl::StatusOr<std::string> back = Read(*reader_, "/ckpt/s3/step-7/" + rel);
+    ASSERT_TRUE(back.ok()) << rel << ": " << back.status();
+    EXPECT_TRUE(*back == data) << rel;
+  }
+  // Again: the objects exist.
+  sh = testing::Sh(absl::StrCat(
+      LARDER_CLI_BINARY, " cp ", src,
+      " /ckpt/s3/step-7 --master=", master_->address(), token, " 2>&1"));
+  EXPECT_NE(sh.code, 0);
+  EXPECT_THAT(sh.out, HasSubstr("exists"));
+}
+
+}  // namespace
+}  // namespace larder

@@ -1,0 +1,140 @@
+// Copyright 2026 The Larder Authors.
+#include "worker/writes.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/block_key.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace larder {
+
+bool WriteStaging::Reserve(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (bytes_ + bytes > options_.max_bytes) return false;
+  bytes_ += bytes;
+  return true;
+}
+
+void WriteStaging::Release(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  bytes_ -= std::min(bytes_, bytes);
+}
+
+bool WriteStaging::Keep(const v1::WriteHandle& handle, uint64_t index,
+                        std::string data) {
+  absl::MutexLock lock(&mu_);
+  Kept& k = writes_[handle.write_id()];
+  if (k.blocks.empty()) {
+    k.handle = handle;
+    k.first = absl::Now();
+  }
+  auto it = k.blocks.find(index);
+  const uint64_t old = it == k.blocks.end() ? 0 : it->second.size();
+  if (bytes_ - old + data.size() > options_.max_bytes) {
+    if (k.blocks.empty()) writes_.erase(handle.write_id());
+    return false;
+  }
+  bytes_ = bytes_ - old + data.size();
+  k.blocks[index] = std::move(data);
+  return true;
+}
+
+absl::StatusOr<uint32_t> WriteStaging::Publish(
+    const v1::WriteHandle& handle, const std::string& version,
+    uint64_t object_size, UnderStore& store,
+    const std::map<uint64_t, std::string>& forward, Forwarded* forwarded) {
+  Kept kept;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = writes_.find(handle.write_id());
+    if (it == writes_.end()) return 0;
+    kept = std::move(it->second);
+    writes_.erase(it);
+    for (const auto& [i, b] : kept.blocks) bytes_ -= std::min(bytes_, b.size());
+  }
+  // The handle must be the one the blocks came with: a writer cannot move
+  // another path's blocks.
+  const v1::WriteHandle& h = kept.handle;
+  if (h.mount() != handle.mount() || h.relative() != handle.relative() ||
+      h.block_size() != handle.block_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "write ", handle.write_id(), ": the handle differs from its parts'"));
+  }
+  // The store must hold this version with this size now: otherwise the
+  // bytes kept are not (or no longer) the object's, and are dropped.
+  LARDER_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(h.relative()));
+  if (info.version != version || info.size != object_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        h.mount(), "/", h.relative(), ": the under-store holds version ",
+        info.version, " (", info.size, " bytes), not ", version, " (",
+        object_size, " bytes): the kept blocks are dropped"));
+  }
+  uint32_t published = 0;
+  for (auto& [index, data] : kept.blocks) {
+    BlockId id;
+    id.mount = h.mount();
+    id.path = h.relative();
+    id.version = version;
+    id.index = index;
+    id.block_size = h.block_size();
+    id.object_size = object_size;
+    if (absl::Status st = id.Validate();
+        !st.ok() || data.size() != id.length()) {
+      LARDER_LOG(WARNING, "write.kept_block_mismatch")
+          .Field("block", id.DebugString())
+          .Field("kept_bytes", data.size())
+          .Field("status", st);
+      continue;
+    }
+    if (auto f = forward.find(index);
+        f != forward.end() && !f->second.empty()) {
+      (*forwarded)[f->second].emplace_back(index, std::move(data));
+      continue;
+    }
+    if (absl::Status st = store_->Put(id, data); !st.ok()) {
+      LARDER_LOG(WARNING, "write.publish_block")
+          .Field("block", id.DebugString())
+          .Field("status", st);
+      continue;
+    }
+    ++published;
+  }
+  return published;
+}
+
+void WriteStaging::Discard(const std::string& write_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = writes_.find(write_id);
+  if (it == writes_.end()) return;
+  for (const auto& [i, b] : it->second.blocks)
+    bytes_ -= std::min(bytes_, b.size());
+  writes_.erase(it);
+}
+
+void WriteStaging::Expire(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = writes_.begin(); it != writes_.end();) {
+    if (now - it->second.first > options_.max_age) {
+      for (const auto& [i, b] : it->second.blocks)
+        bytes_ -= std::min(bytes_, b.size());
+      writes_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+uint64_t WriteStaging::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+size_t WriteStaging::writes() const {
+  absl::MutexLock lock(&mu_);
+  return writes_.size();
+}
+
+}  // namespace larder

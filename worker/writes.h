@@ -1,0 +1,105 @@
+// Copyright 2026 The Larder Authors.
+//
+// -----------------------------------------------------------------------------
+// File: writes.h
+// -----------------------------------------------------------------------------
+//
+// The worker's half of a write (see Master.BeginWrite in proto/master.proto).
+// A writer sends each part of the object to the worker that owns the part's
+// first block (WorkerData.WritePart, upload = true), which uploads the part
+// to the under-store; and the part's blocks to the workers that own them
+// (upload = false), which keep them here, in WriteStaging, under the write's
+// id. After the master committed the object, the writer tells those workers
+// its version (PublishWrite): each checks with the under-store that the
+// object has that version and size, then moves the kept blocks into its
+// block store as cached blocks of that version. So the first read after a
+// commit is a hit on every node, and a write's upload is spread over the
+// workers instead of one process.
+//
+// Nothing a writer keeps here is served before the commit, and nothing is
+// served as a version the under-store does not hold with that size. Kept
+// blocks are bounded (max_bytes; a part beyond it is uploaded but not kept,
+// and its blocks are read from the store on first use) and dropped after
+// max_age, or when the writer aborts (PublishWrite with discard).
+//
+// Thread-safe.
+#ifndef LARDER_WORKER_WRITES_H_
+#define LARDER_WORKER_WRITES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/larder.pb.h"
+#include "understore/under_store.h"
+#include "worker/block_store.h"
+
+namespace larder {
+
+struct WriteStagingOptions {
+  // Most bytes of kept blocks (and parts being received) at once. Default
+  // 1 GiB.
+  uint64_t max_bytes = 1ull << 30;
+  // Kept blocks of a write not published this long after its first part
+  // are dropped. Default 6 h (the master's write_max_age).
+  absl::Duration max_age = absl::Hours(6);
+};
+
+class WriteStaging {
+ public:
+  WriteStaging(BlockStore* store, WriteStagingOptions options)
+      : store_(store), options_(options) {}
+
+  // Reserves `bytes` of the budget for a part being received; false when
+  // the budget is spent. Give it back with Release.
+  bool Reserve(uint64_t bytes);
+  void Release(uint64_t bytes);
+
+  // Keeps `data` as block `index` of the write (replacing what the same
+  // index held: a part sent again), in the budget until published or
+  // dropped. False (nothing kept) when the budget is spent.
+  bool Keep(const v1::WriteHandle& handle, uint64_t index, std::string data);
+
+  // Moves the write's kept blocks into the block store as blocks of
+  // `version` (object of `object_size` bytes), after checking with `store`
+  // that the object has them; blocks whose index `forward` names are not
+  // cached here but handed back in `forwarded` (address -> index -> bytes)
+  // for the caller to send to their owners. Returns how many were cached.
+  // Errors: FailedPrecondition (the store holds another version or size:
+  // nothing is published), the store's Stat errors.
+  using Forwarded =
+      std::map<std::string, std::vector<std::pair<uint64_t, std::string>>>;
+  absl::StatusOr<uint32_t> Publish(
+      const v1::WriteHandle& handle, const std::string& version,
+      uint64_t object_size, UnderStore& store,
+      const std::map<uint64_t, std::string>& forward, Forwarded* forwarded);
+  void Discard(const std::string& write_id);
+  // Drops writes whose first block was kept before now - max_age.
+  void Expire(absl::Time now);
+
+  uint64_t bytes() const;
+  size_t writes() const;
+
+ private:
+  struct Kept {
+    v1::WriteHandle handle;
+    absl::Time first;
+    std::map<uint64_t, std::string> blocks;  // By block index.
+  };
+  BlockStore* const store_;
+  const WriteStagingOptions options_;
+  mutable absl::Mutex mu_;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, Kept> writes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace larder
+
+#endif  // LARDER_WORKER_WRITES_H_
