@@ -13,6 +13,7 @@
 #include <random>
 
 #include "absl/strings/match.h"
+#include "client/worker_client.h"
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -205,6 +206,90 @@ TEST_F(WriteTest, AKilledWorkerCostsNoVisiblePartialObject) {
   } else {
     EXPECT_FALSE(Visible(*writer_, path)) << info.status();
   }
+}
+
+TEST_F(WriteTest, WorkersRefuseMalformedParts) {
+  // A real upload's handle, then parts that lie about themselves.
+  v1::BeginWriteRequest begin;
+  begin.set_path("/ckpt/s3/malformed.pt");
+  v1::BeginWriteResponse started;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->BeginWrite(&ctx, begin, &started).ok());
+  }
+  WorkerClient worker(workers_[0]->address(),
+                      *testing::SuiteChannels(Role::kAdmin));
+  const std::string data = PatternBytes(kBlock + 5, 1);
+  auto part = [&](auto edit) {
+    v1::WritePartHeader h;
+    *h.mutable_handle() = started.handle();
+    h.set_number(1);
+    h.set_size(data.size());
+    h.set_upload(true);
+    h.add_keep_blocks(0);
+    h.add_keep_blocks(1);
+    edit(h);
+    return worker.WritePart(h, data).status();
+  };
+  using H = v1::WritePartHeader;
+  EXPECT_EQ(part([](H& h) { h.set_offset(7); }).code(),
+            absl::StatusCode::kInvalidArgument);  // Not at a block.
+  EXPECT_EQ(part([](H& h) { h.set_size(100); }).code(),
+            absl::StatusCode::kInvalidArgument);  // More data than said.
+  EXPECT_EQ(part([&](H& h) { h.set_size(data.size() + 1); }).code(),
+            absl::StatusCode::kInvalidArgument);  // Less.
+  EXPECT_EQ(part([](H& h) { h.add_keep_blocks(9); }).code(),
+            absl::StatusCode::kInvalidArgument);  // A block elsewhere.
+  EXPECT_EQ(part([](H& h) { h.set_number(0); }).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(part([](H& h) { h.set_offset(UINT64_MAX - kBlock + 1); }).code(),
+            absl::StatusCode::kInvalidArgument);  // Past the end of numbers.
+  EXPECT_EQ(part([](H& h) { h.mutable_handle()->set_block_size(4096); }).code(),
+            absl::StatusCode::kInvalidArgument);  // Not the mount's.
+  EXPECT_EQ(
+      part([](H& h) { h.mutable_handle()->set_mount("/datasets/ds"); }).code(),
+      absl::StatusCode::kPermissionDenied);  // Not writable.
+  EXPECT_EQ(part([](H& h) { h.mutable_handle()->set_mount("/nope"); }).code(),
+            absl::StatusCode::kNotFound);
+  if (testing::SuitePki() != nullptr) {
+    WorkerClient as_reader(workers_[0]->address(),
+                           *testing::SuiteChannels(Role::kReader));
+    v1::WritePartHeader h;
+    *h.mutable_handle() = started.handle();
+    h.set_number(1);
+    h.set_size(data.size());
+    EXPECT_EQ(as_reader.WritePart(h, data).status().code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  // The master takes only the parts of a real object: a gap is refused.
+  v1::CommitWriteRequest commit;
+  *commit.mutable_handle() = started.handle();
+  v1::UploadedPart* p = commit.add_parts();
+  p->set_number(2);
+  p->set_offset(0);
+  p->set_size(data.size());
+  v1::CommitWriteResponse committed;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status st = stub_->CommitWrite(&ctx, commit, &committed);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << st.error_message();
+  }
+  // Nor a handle it did not give.
+  v1::CommitWriteRequest forged = commit;
+  forged.mutable_handle()->set_relative("elsewhere.pt");
+  forged.mutable_parts(0)->set_number(1);
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub_->CommitWrite(&ctx, forged, &committed).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  v1::AbortWriteRequest abort;
+  *abort.mutable_handle() = started.handle();
+  v1::AbortWriteResponse aborted;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(stub_->AbortWrite(&ctx, abort, &aborted).ok());
+  EXPECT_FALSE(Visible(*writer_, "/ckpt/s3/malformed.pt"));
 }
 
 TEST_F(WriteTest, TheMasterAbortsAnUploadItsWriterLeft) {

@@ -80,8 +80,8 @@ def test_torch_save_and_load_through_the_client(ckpt):
     with client.open("/ckpt/model/step-100.pt", "wb") as f:
         torch.save(model.state_dict(), f)
     other = larder.Client(c.master, node="elsewhere")
-    with other.open("/ckpt/model/step-100.pt") as f:
-        state = torch.load(io.BytesIO(f.read()))
+    with other.open("/ckpt/model/step-100.pt") as f:  # Seekable: read in place.
+        state = torch.load(f)
     for name, tensor in model.state_dict().items():
         assert torch.equal(state[name], tensor), name
 

@@ -1,0 +1,659 @@
+#!/usr/bin/python3
+"""Checkpoint save and restore against S3 behind a shaping front
+(tests/servers/shaping_proxy.py: --first_byte_ms to the first byte of every
+response, --rate_mbps per connection and direction), over a real s3rver that
+this script starts with its own directory and port. Prints one table.
+
+  save     R ranks each write one shard of --shard_mib MiB (random bytes),
+           all at once.
+  restore  R ranks each read all R shards (rank r starts with shard r), all at
+           once: R x R x shard bytes reach the ranks.
+
+Tools (--tools, in this order within each round):
+  aws      Debian's /usr/bin/aws (awscli 2.9), default multipart settings
+           (8 MiB parts, 10 requests at a time per process). save: one
+           `aws s3 cp SHARD s3://...` per rank; restore: one
+           `aws s3 cp --recursive s3://.../ DIR` per rank (to local disk,
+           removed after the phase).
+  s3fs     /usr/bin/s3fs (1.90) mounted against the front, no use_cache,
+           defaults otherwise. save: one `cp` per rank into the mount;
+           restore: one reader per rank, open/read of each shard.
+  direct   restore only: one process per rank, one keep-alive connection,
+           whole-object GETs of each shard (anonymous: s3rver serves unsigned
+           requests), read and dropped. The front's ceiling, as a check.
+  larder   the hook for Larder's own rows: larder_rows(env), not written yet.
+
+Columns: wall seconds of the phase (from starting the rank processes to the
+last exit: process start-up is part of each tool's cost), aggregate MB/s
+(10^6 bytes the ranks moved / seconds), and what the front saw during the phase:
+object GETs, PUTs (multipart parts included), other requests (HEAD, POST,
+DELETE, listings), MB from and to the store, connections opened, and the CPU
+seconds the front and s3rver used (on a 2-core machine they compete with the
+tools: see bench/README.md).
+
+  /usr/bin/python3 bench/checkpoint_bench.py [--ranks 4] [--shard_mib 64]
+      [--first_byte_ms 25] [--rate_mbps 80] [--rounds 1]
+      [--tools aws,s3fs,direct,larder] [--drop_caches] [--dir /tmp] [--keep]
+
+The documented run is --shard_mib 512. Needs node and tests/servers/node_modules
+(scripts/install-deps.sh), awscli and s3fs (Debian packages; `apt-get install
+awscli` if /usr/bin/aws is missing: the aws row is skipped without it), and
+root for the FUSE mount.
+"""
+import argparse
+import http.client
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "servers"))
+from shaping_proxy import ShapingProxy  # noqa: E402
+
+BUCKET = "bench"
+AWS = "/usr/bin/aws"
+S3FS = "/usr/bin/s3fs"
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+# One rank's reader: reads every path (or every http://host:port/path, with
+# one keep-alive connection) into one reused buffer, prints the bytes read.
+READER = r"""
+import http.client, sys, urllib.parse
+buf = bytearray(8 << 20)
+total = 0
+conn = None
+for a in sys.argv[1:]:
+    if a.startswith("http://"):
+        u = urllib.parse.urlsplit(a)
+        if conn is None:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+        conn.request("GET", u.path)
+        r = conn.getresponse()
+        if r.status != 200:
+            sys.exit("GET %s: %d %s" % (a, r.status, r.read()[:200]))
+        while True:
+            n = r.readinto(buf)
+            if not n:
+                break
+            total += n
+    else:
+        with open(a, "rb", buffering=0) as f:
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                total += n
+print(total)
+"""
+
+
+class NotYet(Exception):
+    """A runner that has nothing to measure yet (printed, no row)."""
+
+
+class Row:
+    def __init__(self, tool, phase, seconds, nbytes, delta, s3rver_cpu):
+        self.tool, self.phase = tool, phase
+        self.seconds, self.nbytes, self.delta = seconds, nbytes, delta
+        self.s3rver_cpu = s3rver_cpu
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) a live process has used."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == path for line in f)
+
+
+def diff(after, before):
+    """after - before, for the numbers in two stats dicts (nested too)."""
+    out = {}
+    for k, v in after.items():
+        b = before.get(k)
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            out[k] = v - (b or 0)
+        elif isinstance(v, dict):
+            out[k] = diff(v, b or {})
+    return out
+
+
+class Env:
+    """What a runner gets: the endpoints, the shards, the front's counters, and
+    helpers to run ranks, time a phase and register cleanups."""
+
+    def __init__(self, args, workdir):
+        self.args = args
+        self.ranks = args.ranks
+        self.shard_bytes = args.shard_mib << 20
+        self.workdir = workdir
+        self.bucket = BUCKET
+        self.procs = []  # Every process started, killed at exit if alive.
+        self.rank_procs = []  # The ranks' processes: killed first.
+        self.cleanups = []  # Run in reverse order at exit.
+        self.state = {}  # Runners keep what they set up here, across rounds.
+        self.round = 0
+        self.shards = []  # Local shard files, one per rank.
+        self.upstream = None  # http://127.0.0.1:PORT of s3rver, no shaping.
+        self.proxy = None  # The ShapingProxy.
+        self.endpoint = None  # http://127.0.0.1:PORT of the front.
+        self.s3rver_pid = None
+
+    # -- processes and cleanup --
+    def spawn(self, cmd, log=None, **kw):
+        out = open(log, "ab") if log else subprocess.DEVNULL
+        try:
+            p = subprocess.Popen(cmd, stdout=kw.pop("stdout", out),
+                                 stderr=kw.pop("stderr", out),
+                                 stdin=subprocess.DEVNULL, **kw)
+        finally:
+            if log:
+                out.close()
+        self.procs.append(p)
+        return p
+
+    def defer(self, fn):
+        self.cleanups.append(fn)
+
+    def cleanup(self):
+        for p in self.rank_procs:  # Nothing left writing into a mount.
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        while self.cleanups:
+            fn = self.cleanups.pop()
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001
+                print(f"cleanup: {e}", file=sys.stderr)
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def log(self, name):
+        return os.path.join(self.workdir, "logs", name)
+
+    def run_ranks(self, cmds, env=None):
+        """Starts one process per command at once, waits for all; returns
+        (seconds, [stdout of each]). Raises if any fails."""
+        procs = []
+        t = time.monotonic()
+        for i, cmd in enumerate(cmds):
+            with open(self.log(f"rank{i}.err"), "ab") as err:
+                procs.append(self.spawn(cmd, stdout=subprocess.PIPE,
+                                        stderr=err, env=env))
+                self.rank_procs.append(procs[-1])
+        outs = []
+        deadline = t + self.args.timeout
+        for i, p in enumerate(procs):
+            try:
+                out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"rank {i} ran past --timeout: {cmds[i]}")
+            outs.append(out.decode(errors="replace"))
+        seconds = time.monotonic() - t
+        for i, p in enumerate(procs):
+            if p.returncode != 0:
+                with open(self.log(f"rank{i}.err"), errors="replace") as f:
+                    err = f.read()[-2000:]
+                raise RuntimeError(f"rank {i} exited {p.returncode}: "
+                                   f"{' '.join(cmds[i])}\n{err}")
+        return seconds, outs
+
+    def reader(self, paths):
+        return [PYTHON, "-c", READER] + list(paths)
+
+    def rotated(self, rank):
+        return [(rank + j) % self.ranks for j in range(self.ranks)]
+
+    # -- measuring --
+    def drop_caches(self):
+        if not self.args.drop_caches:
+            return
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+
+    def measure(self, tool, phase, nbytes, fn):
+        """Times fn() (which returns its seconds, or None to use the wall
+        time around it) and takes the front's counters around it."""
+        if phase == "restore":
+            self.drop_caches()
+        before = self.proxy.stats()
+        cpu = proc_cpu(self.s3rver_pid)
+        t = time.monotonic()
+        seconds = fn()
+        wall = time.monotonic() - t
+        cpu = proc_cpu(self.s3rver_pid) - cpu
+        after = self.proxy.stats()
+        return Row(tool, phase, seconds if seconds is not None else wall,
+                   nbytes, diff(after, before), cpu)
+
+    def save_bytes(self):
+        return self.ranks * self.shard_bytes
+
+    def restore_bytes(self):
+        return self.ranks * self.ranks * self.shard_bytes
+
+
+# ----------------------------------------------------------------- runners --
+# Each runner is called once per round with the Env (env.round is 0, 1, ...)
+# and returns its rows for that round: a list of Row, from env.measure().
+# It may raise NotYet (printed, no row). Set-up it keeps across rounds goes in
+# env.state, and its undoing in env.defer().
+
+
+def aws_env(env):
+    e = dict(os.environ)
+    for k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+        e.pop(k, None)
+    e.update({
+        "AWS_ACCESS_KEY_ID": "S3RVER",
+        "AWS_SECRET_ACCESS_KEY": "S3RVER",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        # No user configuration: the default multipart settings.
+        "AWS_CONFIG_FILE": os.path.join(env.workdir, "aws-config-none"),
+        "AWS_SHARED_CREDENTIALS_FILE": os.path.join(env.workdir, "aws-cred-none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_PAGER": "",
+    })
+    return e
+
+
+def aws_rows(env):
+    if not os.access(AWS, os.X_OK):
+        raise NotYet(f"{AWS} missing (apt-get install awscli)")
+    e = aws_env(env)
+    base = [AWS, "--endpoint-url", env.endpoint, "s3", "cp", "--only-show-errors",
+            "--no-progress"]
+    prefix = f"s3://{env.bucket}/aws"
+    save = env.measure("aws", "save", env.save_bytes(), lambda: env.run_ranks(
+        [base + [env.shards[r], f"{prefix}/shard-{r}"] for r in range(env.ranks)],
+        env=e)[0])
+    dirs = [os.path.join(env.workdir, "restore", f"aws-rank{r}")
+            for r in range(env.ranks)]
+
+    def restore():
+        seconds, _ = env.run_ranks(
+            [base + ["--recursive", prefix + "/", d] for d in dirs], env=e)
+        for d in dirs:
+            got = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+            if got != env.ranks * env.shard_bytes:
+                raise RuntimeError(f"aws restore into {d}: {got} bytes")
+        return seconds
+
+    try:
+        row = env.measure("aws", "restore", env.restore_bytes(), restore)
+    finally:
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    return [save, row]
+
+
+def s3fs_mount(env):
+    if "s3fs" in env.state:
+        return env.state["s3fs"]
+    d = os.path.join(env.workdir, "s3fs")
+    mnt = os.path.join(d, "mnt")
+    os.makedirs(mnt)
+    passwd = os.path.join(d, "passwd")
+    with open(passwd, "w") as f:
+        f.write("S3RVER:S3RVER\n")
+    os.chmod(passwd, 0o600)
+    opts = (f"url={env.endpoint},use_path_request_style,passwd_file={passwd}")
+    proc = env.spawn([S3FS, env.bucket, mnt, "-f", "-o", opts],
+                     log=env.log("s3fs.log"))
+
+    def unmount():
+        if is_mounted(mnt):
+            if subprocess.call(["fusermount", "-u", mnt],
+                               stderr=subprocess.DEVNULL) != 0:
+                subprocess.call(["umount", "-l", mnt])
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    env.defer(unmount)
+    deadline = time.monotonic() + 20
+    while not is_mounted(mnt):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"s3fs did not mount; see {env.log('s3fs.log')}")
+        time.sleep(0.1)
+    env.state["s3fs"] = mnt
+    print(f"s3fs: -o {opts.replace(passwd, 'PASSWD')}", file=sys.stderr)
+    return mnt
+
+
+def s3fs_rows(env):
+    if not os.access(S3FS, os.X_OK):
+        raise NotYet(f"{S3FS} missing (apt-get install s3fs)")
+    mnt = s3fs_mount(env)
+    d = os.path.join(mnt, "s3fs")
+    os.makedirs(d, exist_ok=True)
+    paths = [os.path.join(d, f"shard-{r}") for r in range(env.ranks)]
+    save = env.measure("s3fs", "save", env.save_bytes(), lambda: env.run_ranks(
+        [["cp", env.shards[r], paths[r]] for r in range(env.ranks)])[0])
+
+    def restore():
+        seconds, outs = env.run_ranks(
+            [env.reader([paths[j] for j in env.rotated(r)])
+             for r in range(env.ranks)])
+        check_reads("s3fs", env, outs)
+        return seconds
+
+    return [save, env.measure("s3fs", "restore", env.restore_bytes(), restore)]
+
+
+def check_reads(tool, env, outs):
+    for r, out in enumerate(outs):
+        if int(out.strip() or 0) != env.ranks * env.shard_bytes:
+            raise RuntimeError(f"{tool} rank {r} read {out.strip()} bytes")
+
+
+def direct_seed(env):
+    """The objects direct reads: PUT straight to s3rver (no front, untimed)."""
+    if "direct" in env.state:
+        return
+    u = env.upstream.split("//", 1)[1]
+    host, port = u.split(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=300)
+    for r in range(env.ranks):
+        with open(env.shards[r], "rb") as f:
+            c.request("PUT", f"/{env.bucket}/direct/shard-{r}", body=f,
+                      headers={"Content-Length": str(env.shard_bytes)})
+            resp = c.getresponse()
+            resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"seeding direct/shard-{r}: {resp.status}")
+    c.close()
+    env.state["direct"] = True
+
+
+def direct_rows(env):
+    direct_seed(env)
+    urls = [f"{env.endpoint}/{env.bucket}/direct/shard-{r}"
+            for r in range(env.ranks)]
+
+    def restore():
+        seconds, outs = env.run_ranks(
+            [env.reader([urls[j] for j in env.rotated(r)])
+             for r in range(env.ranks)])
+        check_reads("direct", env, outs)
+        return seconds
+
+    return [env.measure("direct", "restore", env.restore_bytes(), restore)]
+
+
+LARDER_READER = r"""
+import sys, larder
+c = larder.Client(sys.argv[1], node=sys.argv[2])
+buf = bytearray(8 << 20)
+total = 0
+for p in sys.argv[3:]:
+    with c.open(p) as f:
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            total += n
+print(total)
+"""
+
+
+def larder_cluster(env):
+    """A Larder cluster of one worker per rank (each its own "node", so a
+    rank reads its node's worker by short-circuit and the others over gRPC,
+    as ranks on separate machines would), mounted writable at /ckpt on the
+    bucket through the front."""
+    if "larder" in env.state:
+        return env.state["larder"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(repo, "python", "tests"))
+    from cluster import Cluster  # noqa: E402
+    cli = os.environ.get("LARDER_CLI") or os.path.join(repo, "build", "cli", "larder")
+    if not os.access(cli, os.X_OK):
+        raise NotYet(f"{cli} missing (scripts/build.sh)")
+    os.environ.update({"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
+                       "LARDER_CLI": cli})
+    # Room for every shard in RAM across the workers, twice over.
+    ram = max(256, 2 * env.ranks * (env.shard_bytes >> 20) // env.ranks + 256)
+    c = Cluster(workers=env.ranks, ram=f"{ram}MiB")
+    for i, w in enumerate(c.workers):
+        w.argv.append(f"--node=node-{i}")
+    env.defer(c.stop)
+    c.start()
+    host_port = env.endpoint.split("//", 1)[1]
+    c.mount("/ckpt", f"s3://{env.bucket}/larder?endpoint=http://{host_port}"
+            "&region=us-east-1&path_style=true", "--writable")
+    env.state["larder"] = c
+    return c
+
+
+def larder_rows(env):
+    """Save: each rank `larder cp SHARD /ckpt/shard-R` (its node's worker
+    first; parts go to every worker, which upload them and keep the blocks).
+    Restore: each rank reads every shard with the Python client."""
+    c = larder_cluster(env)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    e = dict(os.environ, LARDER_MASTER=c.master,
+             PYTHONPATH=os.path.join(repo, "build", "python"))
+    paths = [f"/ckpt/shard-{r}" for r in range(env.ranks)]
+    save = env.measure("larder", "save", env.save_bytes(), lambda: env.run_ranks(
+        [[c.cli, "cp", env.shards[r], paths[r], "--overwrite", f"--node=node-{r}"]
+         for r in range(env.ranks)], env=e)[0])
+
+    def restore():
+        seconds, outs = env.run_ranks(
+            [[PYTHON, "-c", LARDER_READER, c.master, f"node-{r}"] +
+             [paths[j] for j in env.rotated(r)] for r in range(env.ranks)], env=e)
+        check_reads("larder", env, outs)
+        return seconds
+
+    return [save, env.measure("larder", "restore", env.restore_bytes(), restore)]
+
+
+RUNNERS = {"aws": aws_rows, "s3fs": s3fs_rows, "direct": direct_rows,
+           "larder": larder_rows}
+
+
+# ------------------------------------------------------------------ driver --
+def start_s3rver(env):
+    script = os.path.join(ROOT, "tests", "servers", "node_modules", "s3rver",
+                          "bin", "s3rver.js")
+    if not os.path.exists(script):
+        raise SystemExit(f"{script} is missing: run scripts/install-deps.sh")
+    data = os.path.join(env.workdir, "s3rver-data")
+    os.makedirs(data)
+    port = free_port()
+    e = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
+    proc = env.spawn(["node", script, "--address", "127.0.0.1", "--port",
+                      str(port), "--directory", data, "--configure-bucket",
+                      BUCKET], log=env.log("s3rver.log"), env=e)
+    if not wait_port(port, 30, proc):
+        raise RuntimeError(f"s3rver did not listen on {port}; see "
+                           f"{env.log('s3rver.log')}")
+    env.upstream = f"http://127.0.0.1:{port}"
+    env.s3rver_pid = proc.pid
+
+
+def make_shards(env):
+    chunk = 8 << 20
+    for r in range(env.ranks):
+        path = os.path.join(env.workdir, "shards", f"shard-{r}")
+        with open(path, "wb") as f:
+            left = env.shard_bytes
+            while left > 0:
+                n = min(chunk, left)
+                f.write(os.urandom(n))
+                left -= n
+        env.shards.append(path)
+
+
+def print_table(env, rows_by_round, notes):
+    a = env.args
+    print()
+    print(f"Checkpoint save/restore through the shaping front: {a.ranks} ranks x "
+          f"{a.shard_mib} MiB shards, first byte {a.first_byte_ms:g} ms, "
+          f"{a.rate_mbps:g} MB/s per connection and direction"
+          + (f", median of {a.rounds} rounds" if a.rounds > 1 else ""))
+    ceiling = a.ranks * a.rate_mbps
+    print(f"Front's aggregate ceiling at one connection per rank: {a.ranks} x "
+          f"{a.rate_mbps:g} = {ceiling:g} MB/s"
+          + ("" if a.rate_mbps else " (unlimited)"))
+    hdr = (f"{'TOOL':<8} {'PHASE':<8} {'SECONDS':>8} {'MB/s':>8} {'GETs':>6} "
+           f"{'PUTs':>6} {'OTHER':>6} {'MB FROM STORE':>14} {'MB TO STORE':>12} "
+           f"{'CONNS':>6} {'FRONT CPU s':>11} {'S3RVER CPU s':>12}")
+    print(hdr)
+    keys = []
+    for rows in rows_by_round:
+        for r in rows:
+            if (r.tool, r.phase) not in keys:
+                keys.append((r.tool, r.phase))
+    for key in keys:
+        rs = [r for rows in rows_by_round for r in rows
+              if (r.tool, r.phase) == key]
+        secs = statistics.median(r.seconds for r in rs)
+        d = rs[0].delta  # Counts of the first round.
+        by = d.get("requests_by_method", {})
+        gets = d.get("gets", {}).get("object", 0)
+        puts = by.get("PUT", 0)
+        other = sum(by.values()) - by.get("GET", 0) - puts + d.get(
+            "gets", {}).get("listing", 0)
+        print(f"{key[0]:<8} {key[1]:<8} {secs:8.2f} {rs[0].nbytes / secs / 1e6:8.1f} "
+              f"{gets:6d} {puts:6d} {other:6d} "
+              f"{d.get('bytes_upstream_to_client', 0) / 1e6:14.1f} "
+              f"{d.get('bytes_client_to_upstream', 0) / 1e6:12.1f} "
+              f"{d.get('connections', 0):6d} {d.get('cpu_s', 0):11.2f} "
+              f"{rs[0].s3rver_cpu:12.2f}")
+    for n in notes:
+        print(n)
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--shard_mib", type=int, default=64,
+                    help="64 for a quick run; the documented run is 512")
+    ap.add_argument("--first_byte_ms", type=float, default=25)
+    ap.add_argument("--rate_mbps", type=float, default=80)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--tools", default="aws,s3fs,direct,larder")
+    ap.add_argument("--drop_caches", action="store_true",
+                    help="echo 3 > /proc/sys/vm/drop_caches before each restore")
+    ap.add_argument("--dir", default=None, help="parent of the work directory")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--timeout", type=float, default=1800,
+                    help="seconds a phase may take")
+    args = ap.parse_args()
+    tools = [t for t in args.tools.split(",") if t]
+    for t in tools:
+        if t not in RUNNERS:
+            raise SystemExit(f"--tools: unknown {t}; known: {', '.join(RUNNERS)}")
+
+    # SIGTERM and SIGINT unwind through the finally below (SIGINT set here too:
+    # a background job of a non-interactive shell inherits it ignored).
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+
+    workdir = tempfile.mkdtemp(prefix="larder-ckptbench.", dir=args.dir)
+    for sub in ("logs", "shards", "restore"):
+        os.makedirs(os.path.join(workdir, sub))
+    env = Env(args, workdir)
+    status = 0
+    try:
+        print(f"work directory {workdir}", file=sys.stderr)
+        make_shards(env)
+        start_s3rver(env)
+        env.proxy = ShapingProxy(env.upstream.split("//", 1)[1],
+                                 first_byte_ms=args.first_byte_ms,
+                                 rate_mbps=args.rate_mbps,
+                                 stats_file=os.path.join(workdir, "front.json"),
+                                 python=PYTHON,
+                                 stderr=open(env.log("front.log"), "ab"))
+        env.proxy.start()
+        env.defer(env.proxy.stop)
+        env.endpoint = env.proxy.endpoint
+        rows_by_round, notes, skipped = [], [], set()
+        for rnd in range(args.rounds):
+            env.round = rnd
+            rows = []
+            for t in tools:
+                if t in skipped:
+                    continue
+                print(f"round {rnd + 1}: {t}...", file=sys.stderr, flush=True)
+                try:
+                    got = RUNNERS[t](env)
+                except NotYet as e:
+                    skipped.add(t)
+                    notes.append(f"{t}: {e}")
+                    continue
+                for r in got:
+                    print(f"  {r.tool} {r.phase}: {r.seconds:.2f} s, "
+                          f"{r.nbytes / r.seconds / 1e6:.1f} MB/s",
+                          file=sys.stderr, flush=True)
+                rows += got
+            rows_by_round.append(rows)
+        print_table(env, rows_by_round, notes)
+        final = env.proxy.stats()
+        if final.get("parse_errors"):
+            print(f"front: {final['parse_errors']} streams it could not parse "
+                  "(request counts are low)")
+    except KeyboardInterrupt:
+        print("interrupted: cleaning up", file=sys.stderr)
+        status = 130
+    finally:
+        # Ctrl-C again during the cleanup must not leave a mount behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        env.cleanup()
+        if args.keep:
+            print(f"kept {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
