@@ -1,0 +1,248 @@
+// Copyright 2026 The Larder Authors.
+//
+// The worker's half of a write, in process (so the sanitizers see it): the
+// WritePart and PublishWrite RPCs of a DataService over a file:// mount,
+// what they refuse, and WriteStaging's budget.
+#include "worker/writes.h"
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/master.pb.h"
+#include "tests/testing/process.h"
+#include "understore/factory.h"
+#include "worker/data_service.h"
+
+namespace larder {
+namespace {
+
+constexpr uint64_t kBlock = 1 << 20;
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>((i * 131 + seed * 7) >> 3);
+  return s;
+}
+
+class WritesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = dir_.path() + "/root";
+    std::filesystem::create_directories(root_);
+    auto store = OpenUnderStore("file://" + root_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::shared_ptr<UnderStore>(std::move(*store));
+    v1::MountEntry m;
+    m.set_path("/ckpt");
+    m.set_uri("file://" + root_);
+    m.set_block_size(kBlock);
+    m.set_writable(true);
+    ASSERT_TRUE(mounts_.Add(m, store_).ok());
+    m.set_path("/ro");
+    m.set_writable(false);
+    ASSERT_TRUE(mounts_.Add(m, store_).ok());
+    auto bs = BlockStore::Create({}, &mounts_, &metrics_);
+    ASSERT_TRUE(bs.ok()) << bs.status();
+    blocks_ = std::move(*bs);
+    staging_ = std::make_unique<WriteStaging>(
+        blocks_.get(), WriteStagingOptions{.max_bytes = 8 * kBlock});
+    // Tokens: an admin and a reader.
+    const std::string tokens = dir_.path() + "/tokens";
+    ASSERT_TRUE(testing::WriteFile(tokens,
+                                   "admin admin-token-0123456789\n"
+                                   "reader reader-token-0123456789\n")
+                    .ok());
+    ASSERT_TRUE(
+        testing::WriteFile(dir_.path() + "/admin", "admin-token-0123456789\n")
+            .ok());
+    ASSERT_TRUE(
+        testing::WriteFile(dir_.path() + "/reader", "reader-token-0123456789\n")
+            .ok());
+    SecurityOptions so;
+    so.auth_tokens_file = tokens;
+    auto auth = Authorizer::Create(so);
+    ASSERT_TRUE(auth.ok()) << auth.status();
+    auth_ = std::move(*auth);
+    service_ = std::make_unique<DataService>(blocks_.get(), &metrics_, &pool_,
+                                             auth_.get(), &mounts_);
+    service_->EnableWrites(staging_.get(), &pool_, nullptr);
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                       &port_);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    admin_ = Connect("admin");
+    reader_ = Connect("reader");
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  std::unique_ptr<WorkerClient> Connect(const std::string& who) {
+    SecurityOptions so;
+    so.token_file = dir_.path() + "/" + who;
+    auto f = ChannelFactory::Create(so);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return std::make_unique<WorkerClient>(absl::StrCat("127.0.0.1:", port_),
+                                          **f);
+  }
+
+  v1::WriteHandle Begin(const std::string& rel) {
+    auto id = store_->CreateUpload(rel);
+    EXPECT_TRUE(id.ok()) << id.status();
+    v1::WriteHandle h;
+    h.set_write_id(absl::StrCat("w-", rel));
+    h.set_mount("/ckpt");
+    h.set_relative(rel);
+    h.set_upload_id(id.ok() ? *id : "");
+    h.set_block_size(kBlock);
+    h.set_part_size(6 * kBlock);
+    return h;
+  }
+
+  static v1::WritePartHeader Part(const v1::WriteHandle& h, uint64_t size) {
+    v1::WritePartHeader p;
+    *p.mutable_handle() = h;
+    p.set_number(1);
+    p.set_size(size);
+    p.set_upload(true);
+    for (uint64_t b = 0; b * kBlock < size; ++b) p.add_keep_blocks(b);
+    return p;
+  }
+
+  testing::TempDir dir_;
+  std::string root_;
+  std::shared_ptr<UnderStore> store_;
+  WorkerMounts mounts_;
+  WorkerMetrics metrics_;
+  std::unique_ptr<BlockStore> blocks_;
+  std::unique_ptr<WriteStaging> staging_;
+  ThreadPool pool_{4, "writes-test"};
+  std::unique_ptr<Authorizer> auth_;
+  std::unique_ptr<DataService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<WorkerClient> admin_, reader_;
+};
+
+TEST_F(WritesTest, APartIsUploadedKeptAndPublishedAsCachedBlocks) {
+  const std::string data = Pattern(2 * kBlock + 12345, 1);
+  v1::WriteHandle h = Begin("a/step.pt");
+  auto r = admin_->WritePart(Part(h, data.size()), data);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kept_blocks(), 3u);
+  EXPECT_EQ(r->part().size(), data.size());
+  EXPECT_GE(staging_->bytes(), data.size());
+  // Not visible, and not served, before the commit.
+  EXPECT_EQ(store_->Stat("a/step.pt").status().code(),
+            absl::StatusCode::kNotFound);
+  UploadedPart part{1, 0, data.size(), r->part().token()};
+  auto info = store_->CompleteUpload("a/step.pt", h.upload_id(), {part});
+  ASSERT_TRUE(info.ok()) << info.status();
+  // A version the store does not hold: nothing is cached.
+  v1::PublishWriteRequest wrong;
+  *wrong.mutable_handle() = h;
+  wrong.set_version("not-the-version");
+  wrong.set_object_size(data.size());
+  EXPECT_EQ(admin_->PublishWrite(wrong).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The blocks were dropped with the refusal: send the part again.
+  h.set_upload_id("");
+  v1::WritePartHeader again = Part(h, data.size());
+  again.set_upload(false);
+  ASSERT_TRUE(admin_->WritePart(again, data).ok());
+  v1::PublishWriteRequest pub;
+  *pub.mutable_handle() = h;
+  pub.set_version(info->version);
+  pub.set_object_size(info->size);
+  auto published = admin_->PublishWrite(pub);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_EQ(published->published_blocks(), 3u);
+  EXPECT_EQ(staging_->bytes(), 0u);
+  EXPECT_EQ(staging_->writes(), 0u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    BlockId id{"/ckpt", "a/step.pt", info->version, i, kBlock, info->size};
+    std::shared_ptr<const Block> b = blocks_->TryGetCached(id);
+    ASSERT_NE(b, nullptr) << i;
+    EXPECT_EQ(std::string(b->data()), data.substr(i * kBlock, id.length()));
+  }
+  EXPECT_EQ(metrics_.misses.Value(), 0);
+}
+
+TEST_F(WritesTest, MalformedPartsAreRefused) {
+  const std::string data = Pattern(kBlock + 5, 2);
+  v1::WriteHandle h = Begin("m.pt");
+  using H = v1::WritePartHeader;
+  auto send = [&](auto edit, WorkerClient* c = nullptr) {
+    H p = Part(h, data.size());
+    edit(p);
+    return (c ? c : admin_.get())->WritePart(p, data).status().code();
+  };
+  constexpr auto kBad = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(send([](H& p) { p.set_offset(7); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.set_size(100); }), kBad);
+  EXPECT_EQ(send([&](H& p) { p.set_size(data.size() + 1); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.add_keep_blocks(9); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.add_keep_blocks(UINT64_MAX); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.set_number(0); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.set_number(10001); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.set_offset(UINT64_MAX - kBlock + 1); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.set_size(6ull << 30); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.mutable_handle()->set_block_size(4096); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.mutable_handle()->set_write_id(""); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.mutable_handle()->set_upload_id(""); }), kBad);
+  EXPECT_EQ(send([](H& p) { p.mutable_handle()->set_mount("/ro"); }),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(send([](H& p) { p.mutable_handle()->set_mount("/none"); }),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(send([](H&) {}, reader_.get()),
+            absl::StatusCode::kPermissionDenied);
+  // Nothing kept, nothing reserved after all that.
+  EXPECT_EQ(staging_->bytes(), 0u);
+  EXPECT_EQ(staging_->writes(), 0u);
+  // A stream with no header at all.
+  EXPECT_EQ(admin_->WritePart(H(), "").status().code(), kBad);
+}
+
+TEST_F(WritesTest, ThePartBudgetIsBounded) {
+  // 8 blocks of budget: a part of 9 waits (the writer retries later).
+  const std::string data = Pattern(9 * kBlock, 3);
+  v1::WriteHandle h = Begin("big.pt");
+  EXPECT_EQ(admin_->WritePart(Part(h, data.size()), data).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(staging_->bytes(), 0u);
+  // Kept blocks count too: past the budget they are not kept, the part is
+  // still uploaded.
+  const std::string four = Pattern(4 * kBlock, 4);
+  auto a = admin_->WritePart(Part(h, four.size()), four);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->kept_blocks(), 4u);
+  v1::WritePartHeader second = Part(h, four.size());
+  second.set_number(2);
+  second.set_offset(4 * kBlock);
+  second.clear_keep_blocks();
+  for (uint64_t b = 4; b < 8; ++b) second.add_keep_blocks(b);
+  auto b = admin_->WritePart(second, four);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_LT(b->kept_blocks(), 4u);
+  EXPECT_LE(staging_->bytes(), 8 * kBlock);
+  v1::PublishWriteRequest discard;
+  *discard.mutable_handle() = h;
+  discard.set_discard(true);
+  ASSERT_TRUE(admin_->PublishWrite(discard).ok());
+  EXPECT_EQ(staging_->bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace larder
