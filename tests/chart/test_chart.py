@@ -161,7 +161,9 @@ def test_all_on_values_render_ha_nvme_tls_and_secrets_by_reference():
     job = by[("Job", "t-larder-mounts-1")]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     inits = pod_spec(job)["initContainers"]
-    assert [i["args"][1] for i in inits] == ["/datasets/imagenet", "/datasets/shared"]
+    assert [i["args"][1] for i in inits] == [
+        "/datasets/imagenet", "/datasets/shared", "/checkpoints"]
+    assert "--writable" in inits[2]["args"] and "--writable" not in inits[0]["args"]
     # Credentials only by reference: no Secret is rendered with an existingSecret, and the
     # under-store Secrets are envFrom references.
     assert not [d for d in docs if d["kind"] == "Secret"]
