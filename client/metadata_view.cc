@@ -33,6 +33,7 @@ FileInfo FromProto(const v1::ObjectInfo& o) {
   if (o.has_gid()) f.gid = o.gid();
   f.mode = o.mode();
   f.own_mode = o.own_mode();
+  f.writable = o.writable();
   return f;
 }
 
@@ -46,6 +47,7 @@ void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
   if (f.gid) o->set_gid(*f.gid);
   o->set_mode(f.mode);
   o->set_own_mode(f.own_mode);
+  o->set_writable(f.writable);
 }
 
 absl::StatusOr<v1::StatResponse> MetadataView::Stat(absl::string_view path) {

@@ -51,6 +51,8 @@ int ErrnoFor(const absl::Status& status) {
       return ENOTSUP;
     case absl::StatusCode::kResourceExhausted:
       return EAGAIN;
+    case absl::StatusCode::kAlreadyExists:
+      return EEXIST;
     default:
       return EIO;
   }

@@ -56,8 +56,8 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 // the mount reports a large fixed size: 2^38 fragments of 4 KiB (1 PiB), all
 // of them free. df then lists the mount (it hides file systems of zero
 // blocks) as 1.0P, 0% used; a node's disk-space alerts (node_exporter's
-// "filesystem almost full") stay quiet. Writes still fail with EROFS. The
-// file counts are unknown, and left 0.
+// "filesystem almost full") stay quiet. The file counts are unknown, and
+// left 0.
 constexpr uint64_t kStatfsFragment = 4096;
 constexpr uint64_t kStatfsBlocks = uint64_t{1} << 38;
 constexpr uint64_t kStatfsNameMax = 255;
@@ -112,8 +112,11 @@ struct stat FuseOps::Attr(absl::string_view path, const FileInfo& info) const {
   // (no write, setuid, setgid or sticky bit), x added to directories where
   // r is set; or each file's and directory's own bits (own_mode), as a
   // bind mount shows them. The workers decide by the same bits.
+  // A writable mount keeps the write bits its mode gives (the kernel checks
+  // them, with default_permissions, before a create or a write).
   const mode_t mode =
-      MountAccess{info.uid, info.gid, info.mode, info.own_mode}.FileMode();
+      MountAccess{info.uid, info.gid, info.mode, info.own_mode}.FileMode() |
+      (info.writable && !info.own_mode ? (info.mode & 0222) : 0);
   st.st_mode = info.is_dir
                    ? (S_IFDIR | mode | (info.own_mode ? 0 : (mode & 0444) >> 2))
                    : (S_IFREG | mode);
@@ -165,6 +168,10 @@ void FuseOps::Init(void* userdata, struct fuse_conn_info* conn) {
   // the worker's memfd pages before copying it.
   conn->want &= ~FUSE_CAP_SPLICE_MOVE;
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // open(O_TRUNC) arrives as one open with the flag (a write), not as a
+  // truncate first.
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+    conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   LARDER_LOG(INFO, "fuse.init")
       .Field("proto", absl::StrCat(conn->proto_major, ".", conn->proto_minor))
       .Field("splice_write", (conn->want & FUSE_CAP_SPLICE_WRITE) != 0)
@@ -231,6 +238,10 @@ void FuseOps::Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   FuseOps* fs = Self(req);
   fs->AfterInit();
   OpScope scope(fs->metrics_, kGetattr);
+  if (std::optional<struct stat> st = fs->WritingAttr(ino)) {
+    fuse_reply_attr(req, &*st, 0);  // Being written: what it has so far.
+    return;
+  }
   std::optional<std::string> path = fs->PathOf(req, ino, scope);
   if (!path) return;
   absl::StatusOr<FileInfo> info = fs->StatPath(*path);
@@ -348,8 +359,27 @@ void FuseOps::Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   FuseOps* fs = Self(req);
-  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-    fs->ReplyReadOnly(req, "open for writing", ino);
+  if (IsWriteOpen(fi) || (fi->flags & O_TRUNC)) {
+    // Only a writable mount's files, and only replaced whole (O_TRUNC).
+    std::optional<std::string> path = fs->inodes_.Path(ino);
+    absl::StatusOr<FileInfo> info =
+        path ? fs->StatPath(*path) : absl::NotFoundError("stale");
+    if (!info.ok() || !info->writable) {
+      fs->ReplyReadOnly(req, "open for writing", ino);
+      return;
+    }
+    OpScope scope(fs->metrics_, kWrite);
+    if (!(fi->flags & O_TRUNC) || !IsWriteOpen(fi)) {
+      scope.Failed();
+      LARDER_LOG(WARNING, "fuse.write_refused")
+          .Field("path", *path)
+          .Field("reason",
+                 "an existing file is written only whole: open it with "
+                 "O_WRONLY|O_TRUNC");
+      fuse_reply_err(req, EPERM);
+      return;
+    }
+    fs->StartWrite(req, scope, *path, ino, /*create=*/false, fi);
     return;
   }
   OpScope scope(fs->metrics_, kOpen);
@@ -374,6 +404,9 @@ void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_lowlevel_notify_inval_inode(fs->session_, ino, 0, 0);
   }
   fi->keep_cache = fs->options_.keep_cache && check.same_as_last_open;
+  // A read-only open has nothing to flush: its close(2) costs no FLUSH
+  // round trip (the kernel skips it, FOPEN_NOFLUSH).
+  fi->noflush = 1;
   fi->direct_io = fs->UseDirectIo((*file)->info().size);
   auto* f = new OpenFile{std::move(*file), std::move(inode)};
   // Passthrough is set up for large (direct_io) opens only, and O_DIRECT
@@ -479,6 +512,16 @@ void FuseOps::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
 void FuseOps::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   FuseOps* fs = Self(req);
   OpScope scope(fs->metrics_, kRelease);
+  if (IsWriteHandle(fi)) {
+    // Committed by its flush, else here (errors only logged: close(2) has
+    // returned).
+    WriteFile* w = WriteHandle(fi);
+    fs->Commit(*w).IgnoreError();
+    delete w;
+    fs->metrics_.open_files->Decrement();
+    fuse_reply_err(req, 0);
+    return;
+  }
   auto* f = reinterpret_cast<OpenFile*>(fi->fh);
   f->inode->DetachOpen(f->passthrough, fs->backing_);
   delete f;
@@ -559,11 +602,12 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
   ops.statfs = &Statfs;
   ops.getxattr = &Getxattr;
   ops.listxattr = &Listxattr;
-  // Every modifying operation: EROFS, logged.
-  ops.setattr = [](fuse_req_t req, fuse_ino_t ino, struct stat*, int,
-                   fuse_file_info*) {
-    Self(req)->ReplyReadOnly(req, "setattr", ino);
-  };
+  // Writes of writable mounts (fuse_writes.cc).
+  ops.create = &Create;
+  ops.write = &Write;
+  ops.flush = &Flush;
+  ops.setattr = &Setattr;
+  // Every other modifying operation: EROFS, logged.
   ops.mknod = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t,
                  dev_t) {
     Self(req)->ReplyReadOnly(req, "mknod", parent, name);
@@ -587,14 +631,6 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
   };
   ops.link = [](fuse_req_t req, fuse_ino_t ino, fuse_ino_t, const char* name) {
     Self(req)->ReplyReadOnly(req, "link", ino, name);
-  };
-  ops.write = [](fuse_req_t req, fuse_ino_t ino, const char*, size_t, off_t,
-                 fuse_file_info*) {
-    Self(req)->ReplyReadOnly(req, "write", ino);
-  };
-  ops.create = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t,
-                  fuse_file_info*) {
-    Self(req)->ReplyReadOnly(req, "create", parent, name);
   };
   ops.setxattr = [](fuse_req_t req, fuse_ino_t ino, const char*, const char*,
                     size_t,

@@ -13,8 +13,11 @@
 // splices the blocks cached on this node from the worker's memfds and
 // writes the others from the buffers gRPC read them into; opens of large
 // files held whole by the local worker are handed to the kernel for
-// passthrough (passthrough.h); every modifying operation is answered EROFS
-// and logged. Each request is counted and timed in FuseMetrics.
+// passthrough (passthrough.h). Files in writable mounts are written
+// sequentially (fuse_writes.cc: create, or open with O_TRUNC; the upload
+// is committed on the first flush); every other modifying operation is
+// answered EROFS and logged. Each request is counted and timed in
+// FuseMetrics.
 //
 // A FuseOps is the userdata of its FUSE session: Operations() and
 // ChannelIo() go to fuse_session_new and fuse_session_custom_io. It works
@@ -22,6 +25,7 @@
 #ifndef LARDER_FUSE_FUSE_OPS_H_
 #define LARDER_FUSE_FUSE_OPS_H_
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,9 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "fuse/dir_handle.h"
 #include "fuse/fuse_mount.h"
@@ -85,6 +91,40 @@ class FuseOps {
   void ReplyReadOnly(fuse_req_t req, const char* op, fuse_ino_t ino,
                      absl::string_view name = "");
   struct stat Attr(absl::string_view path, const FileInfo& info) const;
+
+  // A file being written: its Writer, the offset the next write must
+  // start at, and whether it was committed (by the first flush).
+  struct WriteFile {
+    std::string path;
+    fuse_ino_t ino = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    absl::Time started;
+    absl::Mutex mu;
+    std::unique_ptr<Writer> writer ABSL_GUARDED_BY(mu);
+    uint64_t next ABSL_GUARDED_BY(mu) = 0;
+    bool committed ABSL_GUARDED_BY(mu) = false;
+    absl::Status error ABSL_GUARDED_BY(mu);
+  };
+  static bool IsWriteOpen(const fuse_file_info* fi) {
+    return (fi->flags & O_ACCMODE) != O_RDONLY;
+  }
+  // A file handle is a WriteFile* with its low bit set (an OpenFile* has
+  // it clear): FLUSH requests carry no open flags to tell them apart.
+  static bool IsWriteHandle(const fuse_file_info* fi) { return fi->fh & 1; }
+  static WriteFile* WriteHandle(const fuse_file_info* fi) {
+    return reinterpret_cast<WriteFile*>(fi->fh & ~uint64_t{1});
+  }
+  // Starts writing `path` (create: a new inode; else `ino`'s file) and
+  // replies to the create or open. Errors are replied.
+  void StartWrite(fuse_req_t req, OpScope& scope, const std::string& path,
+                  fuse_ino_t ino, bool create, fuse_file_info* fi);
+  // Commits `w` once (its first flush, else its release); the status
+  // of the commit, or of the write that failed before it.
+  absl::Status Commit(WriteFile& w);
+  // The attributes of a file being written, or null.
+  std::optional<struct stat> WritingAttr(fuse_ino_t ino);
+  struct stat WriteAttr(WriteFile& w, uint64_t size) const;
   absl::StatusOr<FileInfo> StatPath(const std::string& path);
   // Raises the bdi readahead window once, on the first request after INIT.
   void AfterInit();
@@ -115,6 +155,14 @@ class FuseOps {
   static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
                    fuse_file_info* fi);
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi);
+  // Writes (fuse_writes.cc).
+  static void Create(fuse_req_t req, fuse_ino_t parent, const char* name,
+                     mode_t mode, fuse_file_info* fi);
+  static void Write(fuse_req_t req, fuse_ino_t ino, const char* buf,
+                    size_t size, off_t off, fuse_file_info* fi);
+  static void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  static void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr,
+                      int to_set, fuse_file_info* fi);
   static void Statfs(fuse_req_t req, fuse_ino_t);
   static void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
                        size_t size);
@@ -132,6 +180,9 @@ class FuseOps {
   const uid_t uid_ = ::getuid();
   const gid_t gid_ = ::getgid();
   const absl::Time start_time_ = absl::Now();
+  absl::Mutex writes_mu_;
+  absl::flat_hash_map<fuse_ino_t, WriteFile*> writing_
+      ABSL_GUARDED_BY(writes_mu_);
   std::once_flag tuned_;
 };
 

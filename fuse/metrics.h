@@ -48,7 +48,7 @@ enum FuseOp {
   kStatfs,
   kGetxattr,
   kListxattr,
-  kWrite,  // Every modifying operation (all answered EROFS).
+  kWrite,  // Every modifying operation: writes of writable mounts, EROFS.
   kOpCount
 };
 

@@ -334,8 +334,10 @@ class MasterService final : public v1::Master::Service {
             mounts_->Resolve(path);
         m.ok()) {
       const MountAccess access = MountAccessOf(m->first);
-      for (v1::ObjectInfo& e : *resp->mutable_entries())
+      for (v1::ObjectInfo& e : *resp->mutable_entries()) {
         PresentAccess(access, &e);
+        e.set_writable(m->first.writable());
+      }
     }
     resp->set_ring_version(membership_->version());
     return grpc::Status::OK;
@@ -483,7 +485,10 @@ class MasterService final : public v1::Master::Service {
   void Present(const std::string& path, v1::ObjectInfo* info) const {
     absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
         mounts_->Resolve(path);
-    if (m.ok()) PresentAccess(MountAccessOf(m->first), info);
+    if (m.ok()) {
+      PresentAccess(MountAccessOf(m->first), info);
+      info->set_writable(m->first.writable());
+    }
   }
   // The mount's owner, group and mode replace the object's own, unless the
   // mount keeps each file's own (per_file: the store set them).

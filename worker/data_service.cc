@@ -307,19 +307,19 @@ class WritePartReactor final
       }
       header_ = request_.header();
       if (absl::Status st = Accept(); !st.ok()) {
-        Finish(ToGrpcStatus(st));
+        Done(ToGrpcStatus(st));
         return;
       }
       have_header_ = true;
     } else if (request_.has_header()) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "WritePart: a second header"));
+      Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "WritePart: a second header"));
       return;
     }
     if (request_.data().size() > header_.size() - data_.size()) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("WritePart: more data than the part's ",
-                                       header_.size(), " bytes")));
+      Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("WritePart: more data than the part's ",
+                                     header_.size(), " bytes")));
       return;
     }
     data_.append(request_.data());
@@ -328,7 +328,7 @@ class WritePartReactor final
   }
 
   void OnDone() override {
-    if (reserved_ != 0) service_->staging_->Release(reserved_);
+    ReleaseBudget();
     delete this;
   }
 
@@ -388,13 +388,24 @@ class WritePartReactor final
       return;
     }
     if (data_.size() != header_.size()) {
-      Finish(grpc::Status(
+      Done(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
           absl::StrCat("WritePart: the stream ended after ", data_.size(),
                        " of the part's ", header_.size(), " bytes")));
       return;
     }
-    service_->uploads_->Schedule([this] { Finish(ToGrpcStatus(Work())); });
+    service_->uploads_->Schedule([this] { Done(ToGrpcStatus(Work())); });
+  }
+
+  // Gives the part's budget back before the answer leaves, so the writer's
+  // next part finds it free (OnDone runs after the client has the answer).
+  void Done(const grpc::Status& status) {
+    ReleaseBudget();
+    Finish(status);
+  }
+  void ReleaseBudget() {
+    if (reserved_ != 0) service_->staging_->Release(reserved_);
+    reserved_ = 0;
   }
 
   absl::Status Work() {

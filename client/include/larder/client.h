@@ -140,6 +140,8 @@ struct FileInfo {
   std::optional<uint32_t> gid;
   uint32_t mode = 0;
   bool own_mode = false;
+  // The mount takes writes (larder mount --writable): see Client::Create.
+  bool writable = false;
 };
 
 struct ListResult {

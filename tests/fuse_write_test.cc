@@ -1,0 +1,189 @@
+// Copyright 2026 The Larder Authors.
+//
+// Writes through a real FUSE mount: new files and O_TRUNC replacements in a
+// --writable mount are written sequentially and appear whole on close;
+// anything else is refused with a named errno and a log line.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/s3rver.h"
+#include "tests/testing/worker_process.h"
+
+namespace larder {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::PatternBytes;
+using testing::Sh;
+using testing::Shell;
+
+class FuseWriteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    const std::vector<std::string> env = {"AWS_ACCESS_KEY_ID=S3RVER",
+                                          "AWS_SECRET_ACCESS_KEY=S3RVER"};
+    auto server = testing::S3rver::Start("fusewrite");
+    ASSERT_TRUE(server.ok()) << server.status();
+    s3_ = std::move(*server);
+    root_ = dir_.path() + "/local";
+    std::filesystem::create_directories(root_);
+    const std::string roots = "--allowed_file_roots=" + dir_.path();
+    auto master = testing::MasterProcess::Start(
+        {"--heartbeat_timeout=2s", "--heartbeat_interval=200ms", roots}, env);
+    ASSERT_TRUE(master.ok()) << master.status();
+    master_ = std::move(*master);
+    for (int w = 0; w < 2; ++w) {
+      auto worker = testing::WorkerProcess::Start(
+          {absl::StrCat("--master=", master_->address()),
+           absl::StrCat("--worker_id=w", w), "--ram_capacity=256MiB", roots},
+          env);
+      ASSERT_TRUE(worker.ok()) << worker.status();
+      workers_.push_back(std::move(*worker));
+    }
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return Larder("ring").out.find("2 workers") != std::string::npos;
+        },
+        absl::Seconds(20)));
+    for (const std::string& m :
+         {absl::StrCat("mount /ckpt/s3 '", s3_->Uri("ckpt"),
+                       "' --writable --mount_block_size=1MiB --file_mode=0664"),
+          absl::StrCat("mount /ckpt/local file://", root_,
+                       " --writable --mount_block_size=1MiB"),
+          absl::StrCat("mount /ro '", s3_->Uri("ro"), "'")}) {
+      Shell r = Larder(m);
+      ASSERT_EQ(r.code, 0) << m << ": " << r.out;
+    }
+    auto fuse = testing::FuseProcess::Start(
+        master_->address(),
+        {"--attr_timeout=1s", "--entry_timeout=1s", "--negative_timeout=0s"});
+    ASSERT_TRUE(fuse.ok()) << fuse.status();
+    fuse_ = std::move(*fuse);
+    mnt_ = fuse_->mountpoint();
+  }
+
+  Shell Larder(const std::string& args) {
+    return Sh(absl::StrCat(LARDER_CLI_BINARY, " ", args,
+                           " --master=", master_->address(), " 2>&1"));
+  }
+
+  static std::string ReadAll(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), {});
+  }
+
+  // Writes `data` with write(2) in pieces of `piece` bytes; the status of
+  // close(2) (where the upload is committed).
+  static int WriteFile(const std::string& path, const std::string& data,
+                       int flags, size_t piece = 128 << 10) {
+    const int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0) return errno;
+    for (size_t at = 0; at < data.size();) {
+      const ssize_t n =
+          ::write(fd, data.data() + at, std::min(piece, data.size() - at));
+      if (n <= 0) {
+        const int err = errno;
+        ::close(fd);
+        return err;
+      }
+      at += static_cast<size_t>(n);
+    }
+    return ::close(fd) == 0 ? 0 : errno;
+  }
+
+  testing::TempDir dir_;
+  std::string root_;
+  std::unique_ptr<testing::S3rver> s3_;
+  std::unique_ptr<testing::MasterProcess> master_;
+  std::vector<std::unique_ptr<testing::WorkerProcess>> workers_;
+  std::unique_ptr<testing::FuseProcess> fuse_;
+  std::string mnt_;
+};
+
+TEST_F(FuseWriteTest, NewFilesAppearWholeOnCloseOnEveryBackend) {
+  for (const std::string m : {"/ckpt/s3", "/ckpt/local"}) {
+    for (size_t size : {size_t{0}, size_t{4321}, size_t{(6 << 20) + 7}}) {
+      SCOPED_TRACE(absl::StrCat(m, " ", size));
+      const std::string path = absl::StrCat(mnt_, m, "/f-", size, ".bin");
+      const std::string data = PatternBytes(size, static_cast<int>(size % 13));
+      ASSERT_EQ(WriteFile(path, data, O_WRONLY | O_CREAT | O_TRUNC), 0);
+      struct stat st {};
+      EXPECT_EQ(::stat(path.c_str(), &st), 0)
+          << testing::ReadFile(fuse_->log_path()).value_or("");
+      EXPECT_EQ(static_cast<size_t>(st.st_size), size);
+      EXPECT_TRUE(ReadAll(path) == data);
+      // And through the cluster from outside the mount.
+      Shell r =
+          Larder(absl::StrCat("stat ", m, "/f-", size, ".bin --output=json"));
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("\"size\": ", size))) << r.out;
+    }
+  }
+  EXPECT_EQ(ReadAll(root_ + "/f-4321.bin"), PatternBytes(4321, 4321 % 13));
+  // A writable mount with mode 0664 shows the write bits.
+  struct stat st {};
+  ASSERT_EQ(::stat((mnt_ + "/ckpt/s3/f-4321.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0664u);
+}
+
+TEST_F(FuseWriteTest, TorchSaveAndLoadThroughTheMount) {
+  // Into a directory that exists (mkdir is not a write Larder takes).
+  const std::string path = mnt_ + "/ckpt/s3/step-100.pt";
+  Shell r = Sh(absl::StrCat(
+      "/usr/bin/python3 -c '\n"
+      "import torch\n"
+      "m = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), "
+      "torch.nn.Linear(512, 10))\n"
+      "torch.save(m.state_dict(), \"",
+      path,
+      "\")\n"
+      "back = torch.load(\"",
+      path,
+      "\")\n"
+      "assert all(torch.equal(back[k], v) for k, v in m.state_dict().items())\n"
+      "print(\"ok\")' 2>&1"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("ok"));
+}
+
+TEST_F(FuseWriteTest, OnlySequentialWholeWritesOfWritableMounts) {
+  const std::string dir = mnt_ + "/ckpt/s3";
+  // A write that skips ahead: EINVAL, the log says why, nothing appears.
+  const std::string sparse = dir + "/sparse.bin";
+  int fd = ::open(sparse.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  EXPECT_EQ(::pwrite(fd, "x", 1, 100), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(::close(fd), -1);  // The upload is abandoned.
+  struct stat st {};
+  EXPECT_EQ(::stat(sparse.c_str(), &st), -1);
+  EXPECT_EQ(errno, ENOENT);
+  auto log = testing::ReadFile(fuse_->log_path());
+  EXPECT_THAT(log.value_or(""), HasSubstr("written sequentially"));
+  // Replacing: O_TRUNC only; O_EXCL refuses an existing file.
+  const std::string file = dir + "/kept.bin";
+  ASSERT_EQ(WriteFile(file, "version 1", O_WRONLY | O_CREAT | O_TRUNC), 0);
+  EXPECT_EQ(WriteFile(file, "x", O_WRONLY | O_CREAT | O_EXCL), EEXIST);
+  EXPECT_EQ(WriteFile(file, "x", O_WRONLY), EPERM);
+  EXPECT_EQ(WriteFile(file, "x", O_RDWR | O_TRUNC), EPERM);
+  ASSERT_EQ(WriteFile(file, "version 22", O_WRONLY | O_TRUNC), 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return ReadAll(file) == "version 22"; },
+                               absl::Seconds(5)));
+  // A mount that is not writable: EROFS, as before.
+  EXPECT_EQ(WriteFile(mnt_ + "/ro/new.bin", "x", O_WRONLY | O_CREAT), EROFS);
+  EXPECT_EQ(::mkdir((dir + "/newdir").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_FALSE(fuse_->Exited());
+}
+
+}  // namespace
+}  // namespace larder
