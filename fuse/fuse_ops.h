@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -183,6 +184,9 @@ class FuseOps {
   absl::Mutex writes_mu_;
   absl::flat_hash_map<fuse_ino_t, WriteFile*> writing_
       ABSL_GUARDED_BY(writes_mu_);
+  // writing_.size(), read without the lock: getattr (on every read path)
+  // looks in writing_ only while something is being written.
+  std::atomic<size_t> writing_count_{0};
   std::once_flag tuned_;
 };
 

@@ -52,6 +52,7 @@ struct stat FuseOps::WriteAttr(WriteFile& w, uint64_t size) const {
 }
 
 std::optional<struct stat> FuseOps::WritingAttr(fuse_ino_t ino) {
+  if (writing_count_.load(std::memory_order_acquire) == 0) return std::nullopt;
   absl::MutexLock lock(&writes_mu_);
   auto it = writing_.find(ino);
   if (it == writing_.end()) return std::nullopt;
@@ -102,6 +103,7 @@ void FuseOps::StartWrite(fuse_req_t req, OpScope& scope,
   {
     absl::MutexLock lock(&writes_mu_);
     writing_[w->ino] = w;
+    writing_count_.store(writing_.size(), std::memory_order_release);
   }
   fi->fh = reinterpret_cast<uint64_t>(w) | 1;
   fi->direct_io = 1;  // Every write comes here, at the offset given.
@@ -120,6 +122,7 @@ void FuseOps::StartWrite(fuse_req_t req, OpScope& scope,
     {
       absl::MutexLock lock(&writes_mu_);
       writing_.erase(w->ino);
+      writing_count_.store(writing_.size(), std::memory_order_release);
     }
     if (create) inodes_.Forget(w->ino, 1);
     {
@@ -198,6 +201,7 @@ absl::Status FuseOps::Commit(WriteFile& w) {
     absl::MutexLock lock(&writes_mu_);
     auto it = writing_.find(w.ino);
     if (it != writing_.end() && it->second == &w) writing_.erase(it);
+    writing_count_.store(writing_.size(), std::memory_order_release);
   }
   // The kernel asks again: the committed object's attributes, from the
   // master (whose invalidation this client has already applied).

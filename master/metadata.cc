@@ -14,6 +14,12 @@
 namespace larder {
 namespace {
 
+std::string Join(const std::string& mount, const std::string& rel) {
+  return rel.empty() ? mount : absl::StrCat(mount, "/", rel);
+}
+
+}  // namespace
+
 void ToProto(const ObjectInfo& info, const std::string& cluster_path,
              v1::ObjectInfo* out) {
   out->set_path(cluster_path);
@@ -28,12 +34,6 @@ void ToProto(const ObjectInfo& info, const std::string& cluster_path,
     out->set_own_mode(true);
   }
 }
-
-std::string Join(const std::string& mount, const std::string& rel) {
-  return rel.empty() ? mount : absl::StrCat(mount, "/", rel);
-}
-
-}  // namespace
 
 // How long an answer cached until `expires` stays fresh: at least 1 ms
 // (0 on the wire means "not said", from a master before the field).

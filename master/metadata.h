@@ -39,6 +39,12 @@
 
 namespace larder {
 
+// `info` as the master answers it for cluster path `cluster_path`: a
+// file:// object's own owner, group and mode kept (own_mode), for the
+// service's presentation to decide.
+void ToProto(const ObjectInfo& info, const std::string& cluster_path,
+             v1::ObjectInfo* out);
+
 class UnderStoreMetadata {
  public:
   UnderStoreMetadata(const MountRegistry* mounts,

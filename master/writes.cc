@@ -1,7 +1,6 @@
 // Copyright 2026 The Larder Authors.
 #include "master/writes.h"
 
-#include <random>
 #include <vector>
 
 #include "absl/random/random.h"
@@ -182,17 +181,7 @@ absl::StatusOr<v1::CommitWriteResponse> Writes::Commit(
   invalidations_->Add(path);
   v1::CommitWriteResponse resp;
   v1::StatResponse* st = resp.mutable_stat();
-  v1::ObjectInfo* o = st->mutable_info();
-  o->set_path(path);
-  o->set_size(info.size);
-  o->set_version(info.version);
-  o->set_mtime_ns(absl::ToUnixNanos(info.mtime));
-  if (info.uid) {
-    o->set_uid(*info.uid);
-    if (info.gid) o->set_gid(*info.gid);
-    o->set_mode(info.mode);
-    o->set_own_mode(true);
-  }
+  ToProto(info, path, st->mutable_info());
   st->set_mount(mount.path());
   st->set_relative(h.relative());
   st->set_block_size(mount.block_size());

@@ -63,6 +63,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/security.h"
+#include "common/write_parts.h"
 
 namespace larder {
 
@@ -112,9 +113,9 @@ struct ListPage {
 };
 
 // Every part of an upload but the last is at least this big (S3's rule);
-// no upload has more than kMaxUploadParts parts.
-inline constexpr uint64_t kMinUploadPartBytes = 5ull << 20;
-inline constexpr uint32_t kMaxUploadParts = 10000;
+// no upload has more than kMaxUploadParts parts (common/write_parts.h).
+inline constexpr uint64_t kMinUploadPartBytes = kMinWritePartBytes;
+inline constexpr uint32_t kMaxUploadParts = kMaxWriteParts;
 // Name prefix of the temporary files/objects an upload leaves while in
 // progress on stores that need them (file://, hdfs://); List and Stat never
 // show them.

@@ -51,9 +51,7 @@ absl::StatusOr<uint32_t> WriteStaging::Publish(
     absl::MutexLock lock(&mu_);
     auto it = writes_.find(handle.write_id());
     if (it == writes_.end()) return 0;
-    kept = std::move(it->second);
-    writes_.erase(it);
-    for (const auto& [i, b] : kept.blocks) bytes_ -= std::min(bytes_, b.size());
+    kept = Take(it);
   }
   // The handle must be the one the blocks came with: a writer cannot move
   // another path's blocks.
@@ -108,23 +106,26 @@ absl::StatusOr<uint32_t> WriteStaging::Publish(
 void WriteStaging::Discard(const std::string& write_id) {
   absl::MutexLock lock(&mu_);
   auto it = writes_.find(write_id);
-  if (it == writes_.end()) return;
-  for (const auto& [i, b] : it->second.blocks)
-    bytes_ -= std::min(bytes_, b.size());
-  writes_.erase(it);
+  if (it != writes_.end()) Take(it);
 }
 
 void WriteStaging::Expire(absl::Time now) {
   absl::MutexLock lock(&mu_);
   for (auto it = writes_.begin(); it != writes_.end();) {
     if (now - it->second.first > options_.max_age) {
-      for (const auto& [i, b] : it->second.blocks)
-        bytes_ -= std::min(bytes_, b.size());
-      writes_.erase(it++);
+      Take(it++);
     } else {
       ++it;
     }
   }
+}
+
+WriteStaging::Kept WriteStaging::Take(WriteMap::iterator it) {
+  for (const auto& [index, block] : it->second.blocks)
+    bytes_ -= std::min<uint64_t>(bytes_, block.size());
+  Kept kept = std::move(it->second);
+  writes_.erase(it);
+  return kept;
 }
 
 uint64_t WriteStaging::bytes() const {

@@ -93,11 +93,15 @@ class WriteStaging {
     absl::Time first;
     std::map<uint64_t, std::string> blocks;  // By block index.
   };
+  using WriteMap = absl::flat_hash_map<std::string, Kept>;
+  // Removes a write, giving its kept blocks' bytes back; returns them.
+  Kept Take(WriteMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   BlockStore* const store_;
   const WriteStagingOptions options_;
   mutable absl::Mutex mu_;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, Kept> writes_ ABSL_GUARDED_BY(mu_);
+  WriteMap writes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace larder
