@@ -170,6 +170,10 @@ class WriterImpl final : public Writer {
 
   // Sends one part to a worker of the ring, the next one round robin, and
   // on to the others while they fail with errors another may not have.
+  // When all of them failed, the ring is asked for again and the round
+  // repeated after a pause (250 ms, 500 ms, 1 s): a worker that has not
+  // yet learnt a new mount while the master restarts answers Unavailable
+  // for that long.
   absl::Status RunPart(uint32_t number, uint64_t offset,
                        const std::string& data) {
     const uint64_t bs = handle_.block_size();
@@ -185,7 +189,8 @@ class WriterImpl final : public Writer {
       header.add_keep_blocks((offset + at) / bs);
     }
     absl::Status last = absl::UnavailableError("no worker in the ring");
-    for (int round = 0; round < 2; ++round) {
+    constexpr int kRounds = 4;
+    for (int round = 0; round < kRounds; ++round) {
       std::shared_ptr<const RingSnapshot> ring = deps_.router->snapshot();
       const size_t n = ring->clients.size();
       const size_t start = next_worker_.fetch_add(1);
@@ -219,7 +224,10 @@ class WriterImpl final : public Writer {
             .Field("status", last);
         if (!TryAnother(last)) return last;
       }
-      if (round == 0) deps_.refresh_ring().IgnoreError();
+      if (round + 1 < kRounds) {
+        absl::SleepFor(absl::Milliseconds(250 << round));
+        deps_.refresh_ring().IgnoreError();
+      }
     }
     return absl::Status(
         last.code(),

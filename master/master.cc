@@ -111,9 +111,9 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
   m->invalidations_ = std::make_unique<InvalidationLog>();
   m->loads_ = std::make_unique<LoadJobs>(
       m->metadata_.get(), m->membership_.get(), m->channels_, m->store_.get());
-  m->writes_ = std::make_unique<Writes>(m->mounts_.get(), m->metadata_.get(),
-                                        m->invalidations_.get(),
-                                        m->options_.write_max_age);
+  m->writes_ = std::make_unique<Writes>(
+      m->mounts_.get(), m->metadata_.get(), m->invalidations_.get(),
+      m->store_.get(), m->options_.write_max_age);
   m->registry_ = std::make_shared<prometheus::Registry>();
   m->service_ = NewMasterService(
       m.get(), &m->options_, m->mounts_.get(), m->membership_.get(),
@@ -273,6 +273,9 @@ absl::Status Master::OnElected(int64_t term) {
     } else if (!absl::IsNotFound(text.status())) {
       return text.status();
     }
+    // Uploads begun by the last leader (or by this master before it
+    // restarted) are committed and swept by this one.
+    LARDER_RETURN_IF_ERROR(writes_->Reload());
     if (last_term_ != 0) {
       // Another leader may have had invalidations and mount changes.
       invalidations_->NewEpoch();

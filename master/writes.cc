@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/write_parts.h"
+#include "google/protobuf/text_format.h"
 #include "understore/uri.h"
 
 namespace larder {
@@ -33,6 +34,19 @@ bool SameHandle(const v1::WriteHandle& a, const v1::WriteHandle& b) {
 
 std::string Join(const std::string& mount, const std::string& rel) {
   return rel.empty() ? mount : absl::StrCat(mount, "/", rel);
+}
+
+constexpr absl::string_view kRecordFolder = "writes/";
+
+std::string RecordName(const std::string& write_id) {
+  return absl::StrCat(kRecordFolder, write_id, ".textproto");
+}
+
+// NewWriteId's form: the only ids a record may name (they become names in
+// the state store).
+bool IsWriteId(absl::string_view id) {
+  return id.size() == 32 &&
+         id.find_first_not_of("0123456789abcdef") == absl::string_view::npos;
 }
 
 }  // namespace
@@ -78,8 +92,22 @@ absl::StatusOr<v1::WriteHandle> Writes::Begin(
   h.set_block_size(mount.block_size());
   h.set_part_size(FirstWritePartBytes(mount.block_size(), request.size_hint()));
   h.set_overwrite(request.overwrite());
+  const absl::Time started = absl::Now();
+  v1::StoredWrite record;
+  *record.mutable_handle() = h;
+  record.set_started_unix_ms(absl::ToUnixMillis(started));
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(record, &text);
+  if (absl::Status st = store_->Put(RecordName(h.write_id()), text); !st.ok()) {
+    (void)store->AbortUpload(rel, h.upload_id());
+    return absl::Status(st.code(),
+                        absl::StrCat(path,
+                                     ": the upload could not be recorded "
+                                     "in the master's state store (",
+                                     store_->Describe(), "): ", st.message()));
+  }
   absl::MutexLock lock(&mu_);
-  uploads_[h.write_id()] = Upload{h, absl::Now()};
+  uploads_[h.write_id()] = Upload{h, started};
   LARDER_LOG(INFO, "master.write_begun")
       .Field("path", path)
       .Field("write_id", h.write_id())
@@ -98,8 +126,7 @@ absl::StatusOr<Writes::Upload> Writes::Find(
         " is not in progress at this master: it was committed or aborted, "
         "it is older than --write_max_age (",
         absl::FormatDuration(max_age_),
-        ") and was aborted, or the master restarted; write the object "
-        "again"));
+        ") and was aborted; write the object again"));
   }
   if (!SameHandle(it->second.handle, handle)) {
     return absl::InvalidArgumentError(
@@ -110,8 +137,41 @@ absl::StatusOr<Writes::Upload> Writes::Find(
 }
 
 void Writes::Forget(const std::string& write_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    uploads_.erase(write_id);
+  }
+  if (absl::Status st = store_->Delete(RecordName(write_id));
+      !st.ok() && !absl::IsNotFound(st)) {
+    // The next leader finds the record and aborts an upload that is gone,
+    // which the stores answer with OK or NotFound.
+    LARDER_LOG(WARNING, "master.write_record_delete")
+        .Field("write_id", write_id)
+        .Field("status", st);
+  }
+}
+
+absl::Status Writes::Reload() {
+  LARDER_ASSIGN_OR_RETURN(auto records,
+                          store_->List(std::string(kRecordFolder)));
+  absl::flat_hash_map<std::string, Upload> uploads;
+  for (const auto& [name, text] : records) {
+    v1::StoredWrite r;
+    if (!google::protobuf::TextFormat::ParseFromString(text, &r) ||
+        !IsWriteId(r.handle().write_id()) ||
+        name != RecordName(r.handle().write_id())) {
+      LARDER_LOG(WARNING, "master.write_record_corrupt")
+          .Field("name", name)
+          .Field("store", store_->Describe());
+      continue;
+    }
+    uploads[r.handle().write_id()] =
+        Upload{r.handle(), absl::FromUnixMillis(r.started_unix_ms())};
+  }
+  LARDER_LOG(INFO, "master.writes_reloaded").Field("uploads", uploads.size());
   absl::MutexLock lock(&mu_);
-  uploads_.erase(write_id);
+  uploads_ = std::move(uploads);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::CommitWriteResponse> Writes::Commit(
@@ -233,6 +293,7 @@ size_t Writes::AbortExpired(absl::Time now) {
   }
   for (const Upload& u : expired) {
     const std::string path = Join(u.handle.mount(), u.handle.relative());
+    Forget(u.handle.write_id());
     absl::Status st;
     absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
         mounts_->Resolve(path);

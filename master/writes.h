@@ -21,10 +21,10 @@
 //           no upload in the store.
 //
 // Two writers of one path each have an upload; the last Commit wins, and
-// each reader sees one whole version. A master that restarts forgets the
-// uploads in progress: their Commit fails (FailedPrecondition, the writer
-// starts again) and their stored parts wait for the store's own clean-up
-// (an S3 lifecycle rule for incomplete multipart uploads).
+// each reader sees one whole version. Every upload in progress is recorded
+// in the master's state store (a StoredWrite under "writes/"), so that a
+// master that restarts, or the next leader after a failover, still commits
+// it and aborts it once it is too old (Reload).
 //
 // Thread-safe.
 #ifndef LARDER_MASTER_WRITES_H_
@@ -42,6 +42,7 @@
 #include "master/invalidation_log.h"
 #include "master/metadata.h"
 #include "master/mount_registry.h"
+#include "master/state_store.h"
 #include "proto/master.pb.h"
 
 namespace larder {
@@ -50,20 +51,29 @@ class Writes {
  public:
   // The parts outlive this. `max_age`: uploads older than it are aborted.
   Writes(const MountRegistry* mounts, UnderStoreMetadata* metadata,
-         InvalidationLog* invalidations, absl::Duration max_age)
+         InvalidationLog* invalidations, StateStore* store,
+         absl::Duration max_age)
       : mounts_(mounts),
         metadata_(metadata),
         invalidations_(invalidations),
+        store_(store),
         max_age_(max_age) {}
+
+  // Replaces the uploads in progress with those the state store records
+  // (when this master becomes the leader). Unreadable records are logged
+  // and skipped. Errors: the store's.
+  absl::Status Reload();
 
   // Errors: InvalidArgument (a bad path, a path that is a mount's root or
   // names a temporary upload), NotFound (no mount), PermissionDenied
   // (MayWriteMount), AlreadyExists (an object is there and overwrite is
-  // false), FailedPrecondition (a directory is there), and the store's.
+  // false), FailedPrecondition (a directory is there), the under-store's,
+  // and the state store's (the upload could not be recorded: it is
+  // aborted).
   absl::StatusOr<v1::WriteHandle> Begin(const Caller& caller,
                                         const v1::BeginWriteRequest& request);
   // Errors: FailedPrecondition (not an upload in progress: committed,
-  // aborted, expired, or the master restarted), InvalidArgument (the parts
+  // aborted or expired), InvalidArgument (the parts
   // do not make the object: the upload is kept, the writer may fix them),
   // PermissionDenied, AlreadyExists (an object appeared meanwhile and
   // overwrite is false: the upload is aborted), and the store's.
@@ -84,11 +94,13 @@ class Writes {
   // The upload `handle` names, checked field by field against the one
   // Begin gave (a writer cannot commit another path with its id).
   absl::StatusOr<Upload> Find(const v1::WriteHandle& handle) const;
+  // Drops the upload from memory and from the state store.
   void Forget(const std::string& write_id);
 
   const MountRegistry* const mounts_;
   UnderStoreMetadata* const metadata_;
   InvalidationLog* const invalidations_;
+  StateStore* const store_;
   const absl::Duration max_age_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Upload> uploads_ ABSL_GUARDED_BY(mu_);

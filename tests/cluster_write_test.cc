@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -83,6 +84,56 @@ class WriteTest : public ClusterTest {
 
   bool Visible(Client& client, const std::string& path) {
     return client.Stat(path).ok();
+  }
+
+  // The uploads in progress the master records in its state directory.
+  int Records() {
+    std::error_code ec;
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(
+             master_->state_dir() + "/writes", ec))
+      n += e.path().extension() == ".textproto";
+    return n;
+  }
+
+  // Starts `larder cp PIPE path` writing from a pipe that never ends, and
+  // once its first part is uploading (a temporary file in the file://
+  // mount's root) runs `before_kill` and kills it with SIGKILL.
+  void KillCpMidUpload(
+      const std::string& path,
+      const std::function<void()>& before_kill = [] {}) {
+    const std::string fifo = dir_.path() + "/pipe";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::string token;
+    if (const Pki* pki = testing::SuitePki()) {
+      token = absl::StrCat(" --token_file=", pki->writer_token_file(),
+                           " --tls_ca_file=", pki->ca());
+    }
+    const std::string cmd = absl::StrCat(LARDER_CLI_BINARY, " cp ", fifo, " ",
+                                         path, " --master=", master_->address(),
+                                         token, " >/dev/null 2>&1");
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+      ::_exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    std::ofstream out(fifo, std::ios::binary);
+    const std::string chunk = PatternBytes(12 << 20, 5);
+    out.write(chunk.data(), chunk.size());
+    out.flush();
+    const bool uploading = testing::WaitFor(
+        [&] {
+          for (const auto& e : std::filesystem::directory_iterator(root_))
+            if (absl::StrContains(e.path().string(), ".larder-upload-"))
+              return true;
+          return false;
+        },
+        absl::Seconds(10));
+    before_kill();
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ASSERT_TRUE(uploading) << "no part of " << path << " was uploading";
   }
 
   testing::TempDir dir_;
@@ -293,46 +344,55 @@ TEST_F(WriteTest, WorkersRefuseMalformedParts) {
 }
 
 TEST_F(WriteTest, TheMasterAbortsAnUploadItsWriterLeft) {
-  // A `larder cp` writing from a pipe that never ends, killed mid-upload.
-  const std::string fifo = dir_.path() + "/pipe";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  std::string token;
-  if (const Pki* pki = testing::SuitePki()) {
-    token = absl::StrCat(" --token_file=", pki->writer_token_file(),
-                         " --tls_ca_file=", pki->ca());
-  }
-  const std::string cmd =
-      absl::StrCat(LARDER_CLI_BINARY, " cp ", fifo,
-                   " /ckpt/local/killed.pt --master=", master_->address(),
-                   token, " >/dev/null 2>&1");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-    ::_exit(127);
-  }
-  ASSERT_GT(pid, 0);
-  {
-    std::ofstream out(fifo, std::ios::binary);
-    const std::string chunk = PatternBytes(12 << 20, 5);
-    out.write(chunk.data(), chunk.size());
-    out.flush();
-    // Its first part is uploading (a temporary file in the mount's root).
-    ASSERT_TRUE(testing::WaitFor(
-        [&] {
-          for (const auto& e : std::filesystem::directory_iterator(root_))
-            if (absl::StrContains(e.path().string(), ".larder-upload-"))
-              return true;
-          return false;
-        },
-        absl::Seconds(10)));
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
+  KillCpMidUpload("/ckpt/local/killed.pt");
   EXPECT_FALSE(Visible(*writer_, "/ckpt/local/killed.pt"));
   // After --write_max_age (3 s), the master aborts the upload.
   EXPECT_TRUE(testing::WaitFor([&] { return std::filesystem::is_empty(root_); },
                                absl::Seconds(10)));
   EXPECT_FALSE(Visible(*writer_, "/ckpt/local/killed.pt"));
+  EXPECT_EQ(Records(), 0);
+}
+
+TEST_F(WriteTest, AMasterThatRestartsStillAbortsUploadsLeftBeforeIt) {
+  // The master dies first, then the writer: nobody is left to abort.
+  KillCpMidUpload("/ckpt/local/orphan.pt", [&] { master_->Kill(9); });
+  EXPECT_EQ(Records(), 1);
+  absl::SleepFor(absl::Seconds(4));  // Past --write_max_age.
+  EXPECT_FALSE(std::filesystem::is_empty(root_));
+  // The restarted master reads the record and aborts the upload.
+  ASSERT_TRUE(master_->Restart().ok());
+  EXPECT_TRUE(testing::WaitFor([&] { return std::filesystem::is_empty(root_); },
+                               absl::Seconds(10)));
+  EXPECT_EQ(Records(), 0);
+  EXPECT_FALSE(Visible(*writer_, "/ckpt/local/orphan.pt"));
+}
+
+// Uploads that live long enough for a master restart.
+class LongWriteTest : public WriteTest {
+ protected:
+  std::vector<std::string> ExtraMasterFlags() override {
+    return {"--write_max_age=10m", "--allowed_file_roots=" + dir_.path()};
+  }
+};
+
+TEST_F(LongWriteTest, AWriteBegunBeforeAMasterRestartCommitsAfterIt) {
+  const std::string path = "/ckpt/s3/restarted.pt";
+  const std::string data = PatternBytes((24 << 20) + 7, 11);
+  auto w = writer_->Create(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Write(absl::string_view(data).substr(0, 12 << 20)).ok());
+  EXPECT_EQ(Records(), 1);
+  ASSERT_TRUE(master_->Restart().ok());
+  ASSERT_TRUE(WaitForWorkers(3));
+  absl::Status st = (*w)->Write(absl::string_view(data).substr(12 << 20));
+  ASSERT_TRUE(st.ok()) << st;
+  absl::StatusOr<FileInfo> info = (*w)->Close();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->size, data.size());
+  EXPECT_EQ(Records(), 0);
+  absl::StatusOr<std::string> back = Read(*reader_, path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
 }
 
 TEST_F(WriteTest, CpWritesFilesAndDirectories) {

@@ -11,7 +11,8 @@
 // running across the kill finishes; a paused leader that wakes up steps down
 // and writes nothing to etcd; an etcd restart is ridden out, with a named
 // error for a mount change while etcd is down; losing the leader ten times
-// in a row under reads fails no read.
+// in a row under reads fails no read; a write begun under one leader
+// commits under the next.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include "common/master_connection.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "larder/client.h"
 #include "master/etcd_client.h"
 #include "tests/testing/etcd.h"
 #include "tests/testing/process.h"
@@ -447,6 +449,38 @@ TEST_F(HaTest, LosingTheLeaderTenTimesFailsNoRead) {
               readers->reads(), readers->failed());
   // Both workers are in the last leader's ring, with their blocks.
   EXPECT_THAT(Larder("ring").out, HasSubstr("2 worker"));
+}
+
+// A checkpoint write across a failover: the upload was recorded in etcd by
+// the leader that began it, and the next leader commits it.
+TEST_F(HaTest, AWriteBegunUnderOneLeaderCommitsUnderTheNext) {
+  ASSERT_EQ(
+      Larder(absl::StrCat("mount /ckpt file://", src_.path(), " --writable"))
+          .code,
+      0);
+  ClientOptions o;
+  o.master = master_list_;
+  o.node = "trainer";
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::string data = testing::PatternBytes((20 << 20) + 3, 7);
+  auto w = (*client)->Create("/ckpt/step100.pt");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Write(absl::string_view(data).substr(0, 10 << 20)).ok());
+  const int leader = WaitLeader(absl::Seconds(15));
+  ASSERT_GE(leader, 0);
+  masters_[leader]->Kill(9);
+  ASSERT_GE(WaitLeader(absl::Seconds(15), leader), 0);
+  ASSERT_TRUE((*w)->Write(absl::string_view(data).substr(10 << 20)).ok());
+  absl::StatusOr<FileInfo> info = (*w)->Close();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->size, data.size());
+  auto back = testing::ReadFile(src_.path() + "/step100.pt");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+  // Nothing is left recorded in etcd.
+  for (const auto& [key, value] : EtcdKeys())
+    EXPECT_FALSE(absl::StrContains(key, "/writes/")) << key;
 }
 
 }  // namespace

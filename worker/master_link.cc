@@ -35,12 +35,13 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Start(
   mounts->SetMissHook([self] {
     const absl::Time asked = absl::Now();
     absl::MutexLock lock(&self->sync_mu_);
-    if (self->last_forced_sync_ >= asked) return;
+    if (self->last_forced_sync_ >= asked) return self->last_forced_status_;
     const absl::Duration wait =
         self->last_forced_sync_ + absl::Milliseconds(200) - absl::Now();
     if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
     self->last_forced_sync_ = absl::Now();
-    self->SyncMountsLocked(0).IgnoreError();
+    self->last_forced_status_ = self->SyncMountsLocked(0);
+    return self->last_forced_status_;
   });
   link->thread_ = std::thread([self] { self->Loop(); });
   return link;

@@ -92,6 +92,8 @@ class MasterLink {
   absl::Mutex sync_mu_;
   uint64_t mounts_version_ ABSL_GUARDED_BY(sync_mu_) = 0;
   absl::Time last_forced_sync_ ABSL_GUARDED_BY(sync_mu_) = absl::InfinitePast();
+  // How that pull went (the miss hook's answer).
+  absl::Status last_forced_status_ ABSL_GUARDED_BY(sync_mu_);
   absl::Duration interval_ = absl::Seconds(1);
   std::thread thread_;
 };

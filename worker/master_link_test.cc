@@ -2,7 +2,8 @@
 //
 // A worker's link to a real (in-process) master: block reports and
 // heartbeats larger than one request go in parts, and the master's index
-// ends up with every block.
+// ends up with every block; a mount the worker does not know is NotFound
+// when the master says so, and Unavailable while it cannot be asked.
 #include "worker/master_link.h"
 
 #include <grpcpp/create_channel.h>
@@ -143,6 +144,21 @@ TEST_F(MasterLinkTest, MalformedKeysAreRefusedByName) {
   EXPECT_NE(st.error_message().find("a block key of 5 bytes"),
             std::string::npos)
       << st.error_message();
+}
+
+TEST_F(MasterLinkTest, AnUnknownMountIsUnavailableWhileTheMasterCannotBeAsked) {
+  auto link = Link(100);
+  ASSERT_NE(link, nullptr);
+  // The master answers: a mount it does not have is NotFound.
+  absl::StatusOr<Mount> m = link_mounts_.Get("/nowhere");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound) << m.status();
+  // The master is gone: the mount may exist, and the worker cannot know.
+  master_.reset();
+  absl::SleepFor(absl::Milliseconds(250));  // Past the pulls' rate limit.
+  m = link_mounts_.Get("/nowhere");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnavailable) << m.status();
+  EXPECT_NE(m.status().message().find("could not be asked"), std::string::npos)
+      << m.status();
 }
 
 }  // namespace

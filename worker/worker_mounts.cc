@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/block_key.h"
 #include "common/mount_set.h"
+#include "common/retry.h"
 #include "common/status_macros.h"
 #include "understore/factory.h"
 #include "understore/mount_store.h"
@@ -69,14 +70,21 @@ absl::StatusOr<Mount> WorkerMounts::WithMissHook(
     absl::FunctionRef<absl::StatusOr<Mount>()> find) const {
   absl::StatusOr<Mount> m = find();
   if (m.ok() || path.empty() || path[0] != '/') return m;
-  std::function<void()> hook;
+  std::function<absl::Status()> hook;
   {
     absl::MutexLock lock(&mu_);
     hook = miss_hook_;
   }
   if (!hook) return m;
-  hook();
-  return find();
+  const absl::Status pulled = hook();
+  m = find();
+  if (!m.ok() && IsRetryable(pulled)) {
+    return absl::UnavailableError(absl::StrCat(
+        m.status().message(),
+        ", and the master could not be asked for its mount table: ",
+        pulled.message()));
+  }
+  return m;
 }
 
 absl::StatusOr<Mount> WorkerMounts::FindCovering(absl::string_view path) const {
@@ -135,7 +143,7 @@ absl::StatusOr<Mount> WorkerMounts::Get(absl::string_view name) const {
   return WithMissHook(name, [&] { return Find(name); });
 }
 
-void WorkerMounts::SetMissHook(std::function<void()> hook) {
+void WorkerMounts::SetMissHook(std::function<absl::Status()> hook) {
   absl::MutexLock lock(&mu_);
   miss_hook_ = std::move(hook);
 }

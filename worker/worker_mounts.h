@@ -60,7 +60,8 @@ class WorkerMounts {
   absl::Status Add(const std::string& name, std::shared_ptr<UnderStore> store,
                    uint64_t block_size);
 
-  // Errors: NotFound (unknown mount). A miss on a cluster path ("/...") first
+  // Errors: NotFound (unknown mount), Unavailable (unknown here, and the
+  // master could not be asked). A miss on a cluster path ("/...") first
   // calls the miss hook (the master link: it pulls the master's table at
   // once, so a mount added a moment ago is served without waiting for the
   // next heartbeat), then looks again.
@@ -82,8 +83,12 @@ class WorkerMounts {
   // as Get does. Errors: NotFound.
   absl::StatusOr<Mount> GetCovering(absl::string_view path) const;
 
-  // Installs the miss hook; it must be callable from any thread.
-  void SetMissHook(std::function<void()> hook);
+  // Installs the miss hook; it must be callable from any thread. It answers
+  // how its pull of the master's table went: when that failed with a
+  // retryable error (the master unreachable) and the mount is still
+  // unknown, Get answers Unavailable, not NotFound, so that the caller
+  // tries again rather than taking the mount for gone.
+  void SetMissHook(std::function<absl::Status()> hook);
   std::vector<Mount> List() const;
 
   // Removes the mounts named by cluster paths ("/...") that `table` (the
@@ -109,7 +114,7 @@ class WorkerMounts {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> miss_hook_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status()> miss_hook_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace larder
