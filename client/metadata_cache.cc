@@ -124,10 +124,19 @@ uint64_t NodeMetadataCache::Invalidate(const std::string& path) {
       it = next;
     }
   }
-  if (path != "/") {
-    if (auto it = listings_.find(ParentClusterPath(path));
-        it != listings_.end()) {
+  // Every directory above it: the parent's listing holds the path's entry,
+  // and a path created below directories that did not exist (a committed
+  // write) creates them, so their listings and their NotFound stats go too.
+  // Not what lies below them.
+  for (std::string at = path; at != "/";) {
+    at = ParentClusterPath(at);
+    if (auto it = listings_.find(at); it != listings_.end()) {
       Erase(true, it);
+      ++n;
+    }
+    if (auto it = stats_.find(at);
+        it != stats_.end() && !it->second.stat->status.ok()) {
+      Erase(false, it);
       ++n;
     }
   }

@@ -99,8 +99,10 @@ class NodeMetadataCache {
   // The bytes a listing entry is counted as.
   static size_t EntryBytes(const FileInfo& info);
 
-  // Drops every entry at or below `path`, and the listing of its parent
-  // (which holds the path's Stat); returns how many.
+  // Drops every entry at or below `path`, and the listing and a NotFound
+  // stat of each directory above it (the parent's listing holds the path's
+  // Stat; a path created below directories that did not exist creates
+  // them); returns how many.
   uint64_t Invalidate(const std::string& path);
   void Clear();
 

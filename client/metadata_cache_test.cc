@@ -44,7 +44,7 @@ TEST(NodeMetadataCacheTest, KeepsPositiveAndNegativeStatsWithTheirExpiry) {
 }
 
 TEST(NodeMetadataCacheTest,
-     InvalidateDropsThePathItsSubtreeAndItsParentsListing) {
+     InvalidateDropsThePathItsSubtreeAndTheListingsAndMissesAboveIt) {
   NodeMetadataCache c;
   const absl::Time t = absl::Now() + absl::Seconds(5);
   c.PutStat("/d", Found("/d", 0), t);
@@ -54,6 +54,15 @@ TEST(NodeMetadataCacheTest,
   c.PutListing("/d", Names("/d", 3), t);
   c.PutListing("/d/x", Names("/d/x", 3), t);
   EXPECT_EQ(c.Invalidate("/d/x"), 4u);
+  // A path created below directories that did not exist: their NotFound
+  // goes (they exist now), with every listing above it.
+  c.PutStat("/d/new", {absl::NotFoundError("no"), {}}, t);
+  c.PutStat("/d/new/run", {absl::NotFoundError("no"), {}}, t);
+  c.PutListing("/", Names("/", 1), t);
+  EXPECT_EQ(c.Invalidate("/d/new/run/model.pt"), 3u);
+  EXPECT_FALSE(c.GetStat("/d/new").has_value());
+  EXPECT_FALSE(c.GetStat("/d/new/run").has_value());
+  EXPECT_FALSE(c.GetListing("/").has_value());
   EXPECT_FALSE(c.GetStat("/d/x").has_value());
   EXPECT_FALSE(c.GetStat("/d/x/y").has_value());
   EXPECT_FALSE(c.GetListing("/d/x").has_value());
@@ -63,7 +72,7 @@ TEST(NodeMetadataCacheTest,
   c.Clear();
   EXPECT_EQ(c.counters().entries, 0u);
   EXPECT_EQ(c.counters().bytes, 0u);
-  EXPECT_EQ(c.counters().invalidations, 6u);
+  EXPECT_EQ(c.counters().invalidations, 9u);
 }
 
 TEST(NodeMetadataCacheTest, StaysWithinItsBoundsDroppingTheLeastRecentlyUsed) {

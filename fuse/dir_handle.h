@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +34,15 @@ class DirHandle {
   explicit DirHandle(std::string p) : path(std::move(p)) {}
 
   const std::string path;  // Cluster path.
+  // Set at opendir, before the handle is shared: the directory was made
+  // here and the cluster does not have it (nothing to list), and the names
+  // of the directories made here inside it (listed after the cluster's
+  // entries; LocalDirs).
+  bool local = false;
+  std::vector<std::string> local_children;
   absl::Mutex mu;
+  // The number of entries in the cluster's listing, once its end was seen.
+  std::optional<uint64_t> listed ABSL_GUARDED_BY(mu);
 
   // Makes sure the entry at listing index `index` is loaded, listing pages
   // of `page_size` entries through `client` when the directory is too large

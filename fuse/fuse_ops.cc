@@ -141,7 +141,14 @@ absl::StatusOr<FileInfo> FuseOps::StatPath(const std::string& path) {
     root.mtime = start_time_;
     return root;
   }
-  return client_.Stat(path);
+  absl::StatusOr<FileInfo> info = client_.Stat(path);
+  if (local_dirs_.size() == 0) return info;
+  if (info.ok()) {
+    local_dirs_.Exists(path);  // Made elsewhere too, or written below.
+  } else if (absl::IsNotFound(info.status())) {
+    if (std::optional<FileInfo> dir = local_dirs_.Get(path)) return *dir;
+  }
+  return info;
 }
 
 void FuseOps::Init(void* userdata, struct fuse_conn_info* conn) {
@@ -260,6 +267,10 @@ void FuseOps::Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::optional<std::string> path = fs->PathOf(req, ino, scope);
   if (!path) return;
   auto* d = new DirHandle(*path);
+  if (fs->local_dirs_.size() > 0) {
+    d->local = fs->local_dirs_.Get(*path).has_value();
+    d->local_children = fs->local_dirs_.Children(*path);
+  }
   fi->fh = reinterpret_cast<uint64_t>(d);
   fi->cache_readdir = 0;
   if (fuse_reply_open(req, fi) != 0) delete d;
@@ -301,23 +312,39 @@ absl::StatusOr<size_t> FuseOps::FillDir(fuse_req_t req, DirHandle& d, off_t off,
   if (off < 1 && !add(".", dir_st, 1, false, "", "")) return used;
   dir_st.st_ino = InodeTable::StableIno(ParentClusterPath(d.path));
   if (off < 2 && !add("..", dir_st, 2, false, "", "")) return used;
-  for (uint64_t index = off < 2 ? 0 : static_cast<uint64_t>(off) - 2;;
-       ++index) {
+  uint64_t index = off < 2 ? 0 : static_cast<uint64_t>(off) - 2;
+  if (d.local) d.listed = 0;
+  for (; !d.listed || index < *d.listed; ++index) {
     absl::StatusOr<bool> more = d.Seek(client_, options_.list_page_size, index);
     if (!more.ok()) {
       if (used > 0) return used;  // What we have; the error comes next.
       return more.status();
     }
-    if (!*more) return used;
+    if (!*more) {
+      d.listed = index;
+      break;
+    }
     const FileInfo& entry = d.Entry(index);
     const std::string name = BaseName(entry.path);
     if (name.empty()) continue;
     const std::string path = InodeTable::Child(d.path, name);
+    if (entry.is_dir && local_dirs_.size() > 0) local_dirs_.Exists(path);
     struct stat st = Attr(path, entry);
     if (!add(name.c_str(), st, static_cast<off_t>(index + 3), true, path,
              entry.version))
       return used;
   }
+  // Then the directories made here (offsets after the listing's).
+  for (; index - *d.listed < d.local_children.size(); ++index) {
+    const std::string& name = d.local_children[index - *d.listed];
+    const std::string path = InodeTable::Child(d.path, name);
+    std::optional<FileInfo> dir = local_dirs_.Get(path);
+    if (!dir) continue;  // Listed above by now, or removed.
+    if (!add(name.c_str(), Attr(path, *dir), static_cast<off_t>(index + 3),
+             true, path, ""))
+      return used;
+  }
+  return used;
 }
 
 void FuseOps::DoReaddir(fuse_req_t req, size_t size, off_t off,
@@ -607,19 +634,15 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
   ops.write = &Write;
   ops.flush = &Flush;
   ops.setattr = &Setattr;
+  ops.mkdir = &Mkdir;
+  ops.rmdir = &Rmdir;
   // Every other modifying operation: EROFS, logged.
   ops.mknod = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t,
                  dev_t) {
     Self(req)->ReplyReadOnly(req, "mknod", parent, name);
   };
-  ops.mkdir = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
-    Self(req)->ReplyReadOnly(req, "mkdir", parent, name);
-  };
   ops.unlink = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
     Self(req)->ReplyReadOnly(req, "unlink", parent, name);
-  };
-  ops.rmdir = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
-    Self(req)->ReplyReadOnly(req, "rmdir", parent, name);
   };
   ops.symlink = [](fuse_req_t req, const char*, fuse_ino_t parent,
                    const char* name) {

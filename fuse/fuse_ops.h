@@ -15,9 +15,10 @@
 // files held whole by the local worker are handed to the kernel for
 // passthrough (passthrough.h). Files in writable mounts are written
 // sequentially (fuse_writes.cc: create, or open with O_TRUNC; the upload
-// is committed on the first flush); every other modifying operation is
-// answered EROFS and logged. Each request is counted and timed in
-// FuseMetrics.
+// is committed on the first flush), and new directories made in them live
+// here until a file below them is committed (local_dirs.h); every other
+// modifying operation is answered EROFS and logged. Each request is counted and
+// timed in FuseMetrics.
 //
 // A FuseOps is the userdata of its FUSE session: Operations() and
 // ChannelIo() go to fuse_session_new and fuse_session_custom_io. It works
@@ -45,6 +46,7 @@
 #include "fuse/inode_table.h"
 #include "fuse/kernel_channel.h"
 #include "fuse/libfuse.h"
+#include "fuse/local_dirs.h"
 #include "fuse/metrics.h"
 #include "fuse/passthrough.h"
 #include "larder/client.h"
@@ -126,6 +128,7 @@ class FuseOps {
   // The attributes of a file being written, or null.
   std::optional<struct stat> WritingAttr(fuse_ino_t ino);
   struct stat WriteAttr(WriteFile& w, uint64_t size) const;
+  // The cluster's answer for `path`, or a directory made here (LocalDirs).
   absl::StatusOr<FileInfo> StatPath(const std::string& path);
   // Raises the bdi readahead window once, on the first request after INIT.
   void AfterInit();
@@ -164,6 +167,9 @@ class FuseOps {
   static void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   static void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr,
                       int to_set, fuse_file_info* fi);
+  static void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name,
+                    mode_t mode);
+  static void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name);
   static void Statfs(fuse_req_t req, fuse_ino_t);
   static void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
                        size_t size);
@@ -187,6 +193,8 @@ class FuseOps {
   // writing_.size(), read without the lock: getattr (on every read path)
   // looks in writing_ only while something is being written.
   std::atomic<size_t> writing_count_{0};
+  // Directories made here that hold no committed file yet.
+  LocalDirs local_dirs_;
   std::once_flag tuned_;
 };
 

@@ -7,8 +7,10 @@
 // commits too. As Mountpoint for S3 does, a write at any other offset than
 // the end fails with EINVAL (logged, saying why), and the file is then
 // abandoned: nothing appears. Opening an existing file for writing without
-// O_TRUNC, or for reading and writing, is EPERM. A mount that is not
-// writable answers EROFS, as before.
+// O_TRUNC, or for reading and writing, is EPERM. mkdir makes a directory
+// that lives in this process until a file below it is committed
+// (local_dirs.h); rmdir removes only such a directory while it is empty. A
+// mount that is not writable answers EROFS, as before.
 #include <fcntl.h>
 
 #include <cerrno>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "fuse/fuse_ops.h"
+#include "understore/under_store.h"
 
 namespace larder {
 namespace {
@@ -207,6 +210,7 @@ absl::Status FuseOps::Commit(WriteFile& w) {
   // master (whose invalidation this client has already applied).
   if (session_ != nullptr)
     fuse_lowlevel_notify_inval_inode(session_, w.ino, 0, 0);
+  if (st.ok()) local_dirs_.Exists(w.path);  // Its directories are real now.
   if (!st.ok()) {
     LARDER_LOG(WARNING, "fuse.write_commit")
         .Field("path", w.path)
@@ -255,6 +259,85 @@ void FuseOps::Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr,
     return;
   }
   fuse_reply_attr(req, &*st, 0);
+}
+
+void FuseOps::Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name,
+                    mode_t) {
+  FuseOps* fs = Self(req);
+  std::optional<std::string> dir = fs->inodes_.Path(parent);
+  absl::StatusOr<FileInfo> in =
+      dir ? fs->StatPath(*dir) : absl::NotFoundError("stale");
+  if (!in.ok() || !in->is_dir || !in->writable) {
+    // Above the mounts, or in a mount that is not writable.
+    fs->ReplyReadOnly(req, "mkdir", parent, name);
+    return;
+  }
+  OpScope scope(fs->metrics_, kWrite);
+  const std::string path = InodeTable::Child(*dir, name);
+  if (absl::StartsWith(name, kUploadTempPrefix)) {
+    scope.Failed();
+    LARDER_LOG(WARNING, "fuse.write_refused")
+        .Field("path", path)
+        .Field("reason",
+               absl::StrCat("names starting with '", kUploadTempPrefix,
+                            "' are Larder's uploads in progress"));
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  absl::StatusOr<FileInfo> there = fs->StatPath(path);
+  if (there.ok()) {
+    scope.Failed();
+    fuse_reply_err(req, EEXIST);
+    return;
+  }
+  if (!absl::IsNotFound(there.status())) {
+    fs->ReplyError(req, scope, "mkdir", path, there.status());
+    return;
+  }
+  // The parent's attributes (the mount's owner and mode), as a new
+  // directory of its own.
+  FileInfo made = *in;
+  made.path = path;
+  made.version.clear();
+  made.size = 0;
+  made.mtime = absl::Now();
+  if (!fs->local_dirs_.Add(made)) {  // Another mkdir of it won.
+    scope.Failed();
+    fuse_reply_err(req, EEXIST);
+    return;
+  }
+  LARDER_LOG(INFO, "fuse.mkdir")
+      .Field("path", path)
+      .Field("detail",
+             "kept in this mount until a file written below it is committed");
+  fuse_entry_param e{};
+  e.ino = fs->inodes_.Ref(path, "");
+  e.attr = fs->Attr(path, made);
+  e.attr_timeout = absl::ToDoubleSeconds(fs->options_.attr_timeout);
+  e.entry_timeout = absl::ToDoubleSeconds(fs->options_.entry_timeout);
+  if (fuse_reply_entry(req, &e) != 0) fs->inodes_.Forget(e.ino, 1);
+}
+
+void FuseOps::Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  FuseOps* fs = Self(req);
+  std::optional<std::string> dir = fs->inodes_.Path(parent);
+  const std::string path = dir ? InodeTable::Child(*dir, name) : "";
+  if (!dir || !fs->local_dirs_.Get(path)) {
+    // A directory of the cluster: not removed through the mount.
+    fs->ReplyReadOnly(req, "rmdir", parent, name);
+    return;
+  }
+  OpScope scope(fs->metrics_, kWrite);
+  // Not empty: a directory made inside it, or a file committed below it
+  // (which made it a directory of the cluster).
+  absl::StatusOr<FileInfo> there = fs->client_.Stat(path);
+  if (fs->local_dirs_.HasChildren(path) || there.ok()) {
+    scope.Failed();
+    fuse_reply_err(req, ENOTEMPTY);
+    return;
+  }
+  fs->local_dirs_.Remove(path);
+  fuse_reply_err(req, 0);
 }
 
 }  // namespace larder

@@ -226,15 +226,19 @@ uint64_t UnderStoreMetadata::Invalidate(absl::string_view raw) {
   };
   drop(stats_);
   drop(lists_);
-  // The listing of the parent directory holds the path's entry too.
-  if (*path != "/") {
-    const std::string parent = ParentClusterPath(*path);
-    for (auto it = lists_.lower_bound(parent + "\x01");
-         it != lists_.end() && it->first < parent + "\x02";) {
+  // Every directory above it: the parent's listing holds the path's entry
+  // too, and a path created below directories that did not exist (a
+  // committed write) creates them, so their listings go as well, and with
+  // their DirState the NotFound a listing of their parent implied. Not
+  // what lies below them.
+  for (std::string at = *path; at != "/";) {
+    at = ParentClusterPath(at);
+    for (auto it = lists_.lower_bound(at + "\x01");
+         it != lists_.end() && it->first < at + "\x02";) {
       it = lists_.erase(it);
       ++n;
     }
-    dirs_.erase(parent);
+    dirs_.erase(at);
   }
   const uint64_t entries = n;
   drop(dirs_);  // Directories listed for Stat are listed again.

@@ -74,7 +74,9 @@ class UnderStoreMetadata {
     return stats_.size() + lists_.size();
   }
 
-  // Drops cached entries at or below `path`; returns how many.
+  // Drops cached entries at or below `path`, and the stat and listings of
+  // each directory above it (which a new path may have created); returns
+  // how many.
   uint64_t Invalidate(absl::string_view path);
   // The store of a mount (opened on first use, again after a re-mount).
   absl::StatusOr<std::shared_ptr<UnderStore>> Store(

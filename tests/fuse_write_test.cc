@@ -2,6 +2,7 @@
 //
 // Writes through a real FUSE mount: new files and O_TRUNC replacements in a
 // --writable mount are written sequentially and appear whole on close;
+// new directories live in the mount until a file below them is written;
 // anything else is refused with a named errno and a log line.
 #include <fcntl.h>
 #include <unistd.h>
@@ -135,11 +136,14 @@ TEST_F(FuseWriteTest, NewFilesAppearWholeOnCloseOnEveryBackend) {
 }
 
 TEST_F(FuseWriteTest, TorchSaveAndLoadThroughTheMount) {
-  // Into a directory that exists (mkdir is not a write Larder takes).
-  const std::string path = mnt_ + "/ckpt/s3/step-100.pt";
+  // Into new directories (os.makedirs), as training scripts do.
+  const std::string path = mnt_ + "/ckpt/s3/run1/step-100/model.pt";
   Shell r = Sh(absl::StrCat(
       "/usr/bin/python3 -c '\n"
-      "import torch\n"
+      "import os, torch\n"
+      "os.makedirs(\"",
+      mnt_,
+      "/ckpt/s3/run1/step-100\", exist_ok=True)\n"
       "m = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), "
       "torch.nn.Linear(512, 10))\n"
       "torch.save(m.state_dict(), \"",
@@ -180,7 +184,54 @@ TEST_F(FuseWriteTest, OnlySequentialWholeWritesOfWritableMounts) {
                                absl::Seconds(5)));
   // A mount that is not writable: EROFS, as before.
   EXPECT_EQ(WriteFile(mnt_ + "/ro/new.bin", "x", O_WRONLY | O_CREAT), EROFS);
-  EXPECT_EQ(::mkdir((dir + "/newdir").c_str(), 0755), -1);
+  EXPECT_EQ(::mkdir((mnt_ + "/ro/newdir").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_FALSE(fuse_->Exited());
+}
+
+// mkdir in a writable mount: the directory lives in this mount until a file
+// below it is committed, then it is the store's (on every node).
+TEST_F(FuseWriteTest, NewDirectoriesAreTheStoresOnceAFileBelowIsWritten) {
+  for (const std::string mount : {"/ckpt/s3", "/ckpt/local"}) {
+    SCOPED_TRACE(mount);
+    const std::string dir = mnt_ + mount;
+    ASSERT_EQ(::mkdir((dir + "/run1").c_str(), 0755), 0)
+        << std::strerror(errno);
+    EXPECT_EQ(::mkdir((dir + "/run1").c_str(), 0755), -1);
+    EXPECT_EQ(errno, EEXIST);
+    ASSERT_EQ(::mkdir((dir + "/run1/step1").c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((dir + "/run1/empty").c_str(), 0755), 0);
+    struct stat st {};
+    ASSERT_EQ(::stat((dir + "/run1/step1").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    Shell ls = Sh(absl::StrCat("ls ", dir, " ", dir, "/run1 2>&1"));
+    EXPECT_EQ(ls.code, 0) << ls.out;
+    EXPECT_THAT(ls.out, HasSubstr("run1"));
+    EXPECT_THAT(ls.out, HasSubstr("step1"));
+    EXPECT_EQ(Sh(absl::StrCat("ls -A ", dir, "/run1/step1")).out, "");
+    // Only this mount has them so far.
+    EXPECT_NE(Larder(absl::StrCat("stat ", mount, "/run1")).code, 0);
+    EXPECT_EQ(::rmdir((dir + "/run1").c_str()), -1);
+    EXPECT_EQ(errno, ENOTEMPTY);
+    EXPECT_EQ(::rmdir((dir + "/run1/empty").c_str()), 0);
+    EXPECT_EQ(::stat((dir + "/run1/empty").c_str(), &st), -1);
+    // A file written below: the directories are the store's.
+    const std::string data = PatternBytes((3 << 20) + 5, 8);
+    ASSERT_EQ(WriteFile(dir + "/run1/step1/model.pt", data,
+                        O_WRONLY | O_CREAT | O_TRUNC),
+              0);
+    EXPECT_TRUE(ReadAll(dir + "/run1/step1/model.pt") == data);
+    Shell other = Larder(absl::StrCat("ls ", mount, "/run1/step1"));
+    EXPECT_EQ(other.code, 0) << other.out;
+    EXPECT_THAT(other.out, HasSubstr("model.pt"));
+    ls = Sh(absl::StrCat("ls ", dir, "/run1 2>&1"));
+    EXPECT_EQ(ls.out, "step1\n");  // Listed once, from the store.
+    EXPECT_EQ(::rmdir((dir + "/run1/step1").c_str()), -1);
+    EXPECT_EQ(errno, EROFS);  // The store's directories stay.
+  }
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/run1/step1/model.pt"));
+  // Above the mounts, nothing is made.
+  EXPECT_EQ(::mkdir((mnt_ + "/ckpt/new").c_str(), 0755), -1);
   EXPECT_EQ(errno, EROFS);
   EXPECT_FALSE(fuse_->Exited());
 }

@@ -1,0 +1,70 @@
+// Copyright 2026 The Larder Authors.
+#include "fuse/local_dirs.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace larder {
+
+bool LocalDirs::Add(FileInfo info) {
+  absl::MutexLock lock(&mu_);
+  std::string path = info.path;
+  const bool added = dirs_.try_emplace(std::move(path), std::move(info)).second;
+  Recount();
+  return added;
+}
+
+std::optional<FileInfo> LocalDirs::Get(absl::string_view path) const {
+  if (size() == 0) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(path);
+  if (it == dirs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> LocalDirs::Children(absl::string_view parent) const {
+  std::vector<std::string> out;
+  if (size() == 0) return out;
+  const std::string prefix = parent == "/" ? "/" : absl::StrCat(parent, "/");
+  absl::MutexLock lock(&mu_);
+  for (auto it = dirs_.lower_bound(prefix);
+       it != dirs_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    absl::string_view rest = absl::string_view(it->first).substr(prefix.size());
+    if (!rest.empty() && !absl::StrContains(rest, '/')) out.emplace_back(rest);
+  }
+  return out;
+}
+
+bool LocalDirs::HasChildren(absl::string_view path) const {
+  if (size() == 0) return false;
+  const std::string prefix = path == "/" ? "/" : absl::StrCat(path, "/");
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.lower_bound(prefix);
+  return it != dirs_.end() && absl::StartsWith(it->first, prefix);
+}
+
+bool LocalDirs::Remove(absl::string_view path) {
+  if (size() == 0) return false;
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(path);
+  if (it == dirs_.end()) return false;
+  dirs_.erase(it);
+  Recount();
+  return true;
+}
+
+void LocalDirs::Exists(absl::string_view path) {
+  if (size() == 0) return;
+  absl::MutexLock lock(&mu_);
+  for (absl::string_view p = path; !p.empty() && p != "/";) {
+    dirs_.erase(p);
+    const size_t slash = p.rfind('/');
+    if (slash == absl::string_view::npos) break;
+    p = p.substr(0, slash);
+  }
+  Recount();
+}
+
+}  // namespace larder
