@@ -21,7 +21,15 @@ Tools (--tools, in this order within each round):
   direct   restore only: one process per rank, one keep-alive connection,
            whole-object GETs of each shard (anonymous: s3rver serves unsigned
            requests), read and dropped. The front's ceiling, as a check.
-  larder   the hook for Larder's own rows: larder_rows(env), not written yet.
+  larder   save: one `larder cp SHARD /ckpt/shard-R` per rank, each rank its
+           own node with its own worker; restore: one Python-client reader
+           per rank.
+  busy     dataset reads while a checkpoint uploads: --busy_readers Python
+           readers loop over a warm dataset (--busy_files files of 1 MiB on
+           a file:// mount, read once first so every block is cached) for
+           --busy_seconds alone, then again while the ranks save their
+           shards through Larder as above. Rows: "reads alone", "reads
+           during" (the readers' MB/s) and "save during" (the save's).
 
 Columns: wall seconds of the phase (from starting the rank processes to the
 last exit: process start-up is part of each tool's cost), aggregate MB/s
@@ -33,7 +41,8 @@ tools: see bench/README.md).
 
   /usr/bin/python3 bench/checkpoint_bench.py [--ranks 4] [--shard_mib 64]
       [--first_byte_ms 25] [--rate_mbps 80] [--rounds 1]
-      [--tools aws,s3fs,direct,larder] [--drop_caches] [--dir /tmp] [--keep]
+      [--tools aws,s3fs,direct,larder,busy] [--busy_readers 2]
+      [--busy_files 256] [--busy_seconds 15] [--drop_caches] [--dir /tmp] [--keep]
 
 The documented run is --shard_mib 512. Needs node and tests/servers/node_modules
 (scripts/install-deps.sh), awscli and s3fs (Debian packages; `apt-get install
@@ -43,6 +52,7 @@ root for the FUSE mount.
 import argparse
 import http.client
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -456,7 +466,7 @@ def larder_cluster(env):
                        "LARDER_CLI": cli})
     # Room for every shard in RAM across the workers, twice over.
     ram = max(256, 2 * env.ranks * (env.shard_bytes >> 20) // env.ranks + 256)
-    c = Cluster(workers=env.ranks, ram=f"{ram}MiB")
+    c = Cluster(workers=env.ranks, ram=f"{ram}MiB", allowed_root=env.workdir)
     for i, w in enumerate(c.workers):
         w.argv.append(f"--node=node-{i}")
     env.defer(c.stop)
@@ -491,8 +501,116 @@ def larder_rows(env):
     return [save, env.measure("larder", "restore", env.restore_bytes(), restore)]
 
 
+# One dataset reader: loops over the paths (argv[4:]) with the Python client
+# until the file argv[3] exists; prints bytes read and seconds.
+BUSY_READER = r"""
+import os, sys, time, larder
+c = larder.Client(sys.argv[1], node=sys.argv[2])
+stop, paths = sys.argv[3], sys.argv[4:]
+buf = bytearray(1 << 20)
+total, t, i = 0, time.monotonic(), 0
+while not os.path.exists(stop):
+    with c.open(paths[i % len(paths)]) as f:
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            total += n
+    i += 1
+print(total, time.monotonic() - t)
+"""
+
+
+def busy_rows(env):
+    """Dataset reads alone, then during a save of every rank's shard."""
+    c = larder_cluster(env)
+    a = env.args
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    e = dict(os.environ, LARDER_MASTER=c.master,
+             PYTHONPATH=os.path.join(repo, "build", "python"))
+    if "busy" not in env.state:
+        data = os.path.join(env.workdir, "dataset")
+        os.makedirs(data, exist_ok=True)
+        for i in range(a.busy_files):
+            with open(os.path.join(data, f"f{i:05d}"), "wb") as f:
+                f.write(os.urandom(1 << 20))
+        c.mount("/bench-data", f"file://{data}")
+        env.state["busy"] = [f"/bench-data/f{i:05d}" for i in range(a.busy_files)]
+    paths = env.state["busy"]
+    # Warm: every file read once (a sequential pass per reader's node).
+    env.run_ranks([[PYTHON, "-c", LARDER_READER, c.master, "node-0"] + paths], env=e)
+
+    def readers(stop):
+        procs = []
+        for r in range(a.busy_readers):
+            order = paths[r * len(paths) // a.busy_readers:] + \
+                paths[:r * len(paths) // a.busy_readers]
+            procs.append(env.spawn(
+                [PYTHON, "-c", BUSY_READER, c.master,
+                 f"node-{r % env.ranks}", stop] + order,
+                stdout=subprocess.PIPE, stderr=open(env.log(f"busy{r}.err"), "ab"),
+                env=e))
+            env.rank_procs.append(procs[-1])
+        return procs
+
+    def collect(procs):
+        total, seconds = 0, 0.0
+        for p in procs:
+            out, _ = p.communicate(timeout=a.timeout)
+            if p.returncode != 0:
+                raise RuntimeError(f"a dataset reader exited {p.returncode}")
+            b, t = out.split()
+            total += int(b)
+            seconds = max(seconds, float(t))
+        return total, seconds
+
+    stop = os.path.join(env.workdir, f"stop-alone-{env.round}")
+    workers = [w.proc.pid for w in c.workers]
+    alone_cpu = sum(proc_cpu(p) for p in workers)
+    procs = readers(stop)
+    time.sleep(a.busy_seconds)
+    open(stop, "w").close()
+    alone_cpu = sum(proc_cpu(p) for p in workers) - alone_cpu
+    alone_bytes, alone_s = collect(procs)
+    alone = env.measure("reads", "alone", alone_bytes, lambda: alone_s)
+
+    stop = os.path.join(env.workdir, f"stop-during-{env.round}")
+    procs = readers(stop)
+    time.sleep(1)  # The readers are reading before the save starts.
+    ckpt = [f"/ckpt/busy-{r}" for r in range(env.ranks)]
+    # Where the CPU went during the save: the workers, the writers (`larder
+    # cp`, children waited for), the readers.
+    cpu_workers = sum(proc_cpu(p) for p in workers)
+    cpu_readers = sum(proc_cpu(p.pid) for p in procs)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        save = env.measure("save", "during", env.save_bytes(), lambda: env.run_ranks(
+            [[c.cli, "cp", env.shards[r], ckpt[r], "--overwrite", f"--node=node-{r}"]
+             for r in range(env.ranks)], env=e)[0])
+    finally:
+        cpu_workers = sum(proc_cpu(p) for p in workers) - cpu_workers
+        cpu_readers = sum(proc_cpu(p.pid) for p in procs) - cpu_readers
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_writers = (after.ru_utime + after.ru_stime -
+                       children.ru_utime - children.ru_stime)
+        open(stop, "w").close()
+    during_bytes, during_s = collect(procs)
+    during = Row("reads", "during", during_s, during_bytes, save.delta,
+                 save.s3rver_cpu)
+    env.state.setdefault("busy_notes", []).append(
+        f"busy round {env.round + 1}: dataset reads during the save at "
+        f"{during_bytes / during_s / 1e6:.0f} MB/s, alone "
+        f"{alone_bytes / alone_s / 1e6:.0f} MB/s: "
+        f"{100 * (1 - (during_bytes / during_s) / (alone_bytes / alone_s)):.1f}% slower; "
+        f"CPU seconds during the {save.seconds:.1f} s save: readers {cpu_readers:.1f}, "
+        f"workers {cpu_workers:.1f}, writers {cpu_writers:.1f}, "
+        f"s3rver {save.s3rver_cpu:.1f}, front {save.delta.get('cpu_s', 0):.1f} "
+        f"(workers alone: {alone_cpu:.1f} in {alone_s:.1f} s)")
+    return [alone, during, save]
+
+
 RUNNERS = {"aws": aws_rows, "s3fs": s3fs_rows, "direct": direct_rows,
-           "larder": larder_rows}
+           "larder": larder_rows, "busy": busy_rows}
 
 
 # ------------------------------------------------------------------ driver --
@@ -577,7 +695,10 @@ def main():
     ap.add_argument("--first_byte_ms", type=float, default=25)
     ap.add_argument("--rate_mbps", type=float, default=80)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--tools", default="aws,s3fs,direct,larder")
+    ap.add_argument("--tools", default="aws,s3fs,direct,larder,busy")
+    ap.add_argument("--busy_readers", type=int, default=2)
+    ap.add_argument("--busy_files", type=int, default=256)
+    ap.add_argument("--busy_seconds", type=float, default=15)
     ap.add_argument("--drop_caches", action="store_true",
                     help="echo 3 > /proc/sys/vm/drop_caches before each restore")
     ap.add_argument("--dir", default=None, help="parent of the work directory")
@@ -635,7 +756,7 @@ def main():
                           file=sys.stderr, flush=True)
                 rows += got
             rows_by_round.append(rows)
-        print_table(env, rows_by_round, notes)
+        print_table(env, rows_by_round, notes + env.state.get("busy_notes", []))
         final = env.proxy.stats()
         if final.get("parse_errors"):
             print(f"front: {final['parse_errors']} streams it could not parse "
