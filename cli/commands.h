@@ -42,10 +42,10 @@ struct Command {
 // Flag groups shared by several commands (concatenated with FlagList).
 inline constexpr absl::string_view kLogFlags[] = {"log_level"};
 inline constexpr absl::string_view kHttpFlags[] = {
-    "http_max_connections", "http_connect_timeout", "http_request_timeout",
-    "http_low_speed_limit", "http_low_speed_time",  "http_ca_bundle",
-    "http_verify_tls",      "retry_max_attempts",   "retry_initial_backoff",
-    "retry_max_backoff"};
+    "http_max_connections",  "http_connect_timeout", "store_timeout",
+    "http_request_timeout",  "http_low_speed_limit", "http_low_speed_time",
+    "http_ca_bundle",        "http_verify_tls",      "retry_max_attempts",
+    "retry_initial_backoff", "retry_max_backoff"};
 // A caller of the master (and, for reads, of workers).
 inline constexpr absl::string_view kClientFlags[] = {
     "master",          "tls_ca_file", "tls_cert_file",   "tls_key_file",

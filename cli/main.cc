@@ -105,7 +105,9 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (absl::Status st = ApplyLogFlags(); !st.ok()) {
-    std::fprintf(stderr, "larder: %s\n", st.ToString().c_str());
+    std::fprintf(
+        stderr, "larder: %s\n",
+        st.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
     return 2;
   }
   // A daemon may point stderr at --log_file; its final error still goes to
@@ -114,7 +116,10 @@ int Main(int argc, char** argv) {
   absl::Status status = command->run(line->args);
   if (!status.ok()) {
     const std::string message = absl::StrCat(
-        "larder ", command->name, ": ", RedactSecrets(status.ToString()), "\n");
+        "larder ", command->name, ": ",
+        RedactSecrets(
+            status.ToString(absl::StatusToStringMode::kWithNoExtraData)),
+        "\n");
     std::fflush(stderr);
     (void)!::write(STDERR_FILENO, message.data(), message.size());
     struct stat now {

@@ -5,11 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/block_proto.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 
 namespace larder {
 
 bool WorkerFailure(const absl::Status& s) {
+  // The under-store failed behind the worker: another worker would wait on
+  // the same store.
+  if (IsStoreError(s)) return false;
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:

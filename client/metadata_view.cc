@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "understore/uri.h"
@@ -171,7 +172,8 @@ absl::StatusOr<T> MetadataView::FetchOrStale(
   absl::StatusOr<T> r =
       can_stale && MasterDown(now) ? MasterDownError() : fetch();
   if (r.ok() || !Unreachable(r.status())) return r;
-  NoteMasterDown(now);
+  // The master answered that the store did not: the master is up.
+  if (!IsStoreError(r.status())) NoteMasterDown(now);
   if (!can_stale) return r;
   NoteStale(key, r.status());
   return *std::move(stale);

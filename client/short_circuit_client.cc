@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/block_proto.h"
 #include "common/fd_socket.h"
+#include "common/grpc_status.h"
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "proto/worker.pb.h"
@@ -82,8 +83,9 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
   for (int k = 0; k < resp.grants_size(); ++k) {
     const v1::ShortCircuitGrant& g = resp.grants(k);
     if (g.code() != 0) {
-      out->push_back(
-          absl::Status(static_cast<absl::StatusCode>(g.code()), g.message()));
+      absl::Status failed(static_cast<absl::StatusCode>(g.code()), g.message());
+      out->push_back(g.store_error() ? MarkStoreError(std::move(failed))
+                                     : std::move(failed));
       continue;
     }
     Lease l{fds[next_fd++], g.offset(), g.length(), g.lease_id(), g.source()};

@@ -43,6 +43,13 @@ struct HttpOptions {
   int max_connections = 64;
   // TCP + TLS connect timeout. Default 5 s.
   absl::Duration connect_timeout = absl::Seconds(5);
+  // How long a request may go without a byte moving either way: to
+  // connect, to the first byte of the answer, and within a transfer. A
+  // request that waits this long fails with DeadlineExceeded and is not
+  // retried (a store that said nothing for this long is not answering), so
+  // a read of data that is not cached fails within it when the store hangs.
+  // Default 20 s (--store_timeout).
+  absl::Duration store_timeout = absl::Seconds(20);
   // A transfer slower than `low_speed_bytes_per_sec` for `low_speed_time` is
   // aborted as stalled (and retried). Defaults: 1 KiB/s for 30 s.
   int64_t low_speed_bytes_per_sec = 1024;

@@ -29,6 +29,11 @@ ABSL_FLAG(absl::Duration, http_connect_timeout, kHttpDefaults.connect_timeout,
           "TCP/TLS connect timeout for under-store requests.");
 ABSL_FLAG(absl::Duration, http_request_timeout, kHttpDefaults.request_timeout,
           "Limit on one under-store request, body included (0 = none).");
+ABSL_FLAG(absl::Duration, store_timeout, kHttpDefaults.store_timeout,
+          "How long an under-store request may go without a byte moving "
+          "(connecting, waiting for the first byte, or stalled mid-transfer) "
+          "before it fails, not retried: a read of uncached data fails "
+          "within it when the store hangs.");
 ABSL_FLAG(int64_t, http_low_speed_limit, kHttpDefaults.low_speed_bytes_per_sec,
           "Bytes/s below which a transfer counts as stalled (see "
           "--http_low_speed_time).");
@@ -101,6 +106,7 @@ HttpOptions HttpOptionsFromFlags() {
   HttpOptions o;
   o.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   o.connect_timeout = absl::GetFlag(FLAGS_http_connect_timeout);
+  o.store_timeout = absl::GetFlag(FLAGS_store_timeout);
   o.request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
   o.low_speed_bytes_per_sec = absl::GetFlag(FLAGS_http_low_speed_limit);
   o.low_speed_time = absl::GetFlag(FLAGS_http_low_speed_time);

@@ -12,6 +12,7 @@
 //   --log_file=                      daemons: append the log here
 //   --http_max_connections=64        connections kept per backend
 //   --http_connect_timeout=5s
+//   --store_timeout=20s          no byte moving this long: fail, no retry
 //   --http_request_timeout=10m       0 = none
 //   --http_low_speed_limit=1024      bytes/s below which a transfer is stalled
 //   --http_low_speed_time=30s

@@ -23,6 +23,14 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // Whether `status` was returned by a Larder server (not by the transport).
 bool FromLarderServer(const grpc::Status& status);
 
+// An error of the under-store behind a server (S3 did not answer, refused,
+// lost the object), as opposed to one of the server itself. It travels with
+// the status (a payload; on the wire, in the details), so that a client does
+// not fail over to another worker, which would wait on the same store, but
+// reports it at once.
+absl::Status MarkStoreError(absl::Status status);
+bool IsStoreError(const absl::Status& status);
+
 }  // namespace larder
 
 #endif  // LARDER_COMMON_GRPC_STATUS_H_

@@ -275,7 +275,9 @@ LogLine& LogLine::Field(absl::string_view key, absl::Duration value) {
   return *this;
 }
 LogLine& LogLine::Field(absl::string_view key, const absl::Status& value) {
-  return Field(key, absl::string_view(value.ToString()));
+  // Without payloads (markers such as MarkStoreError are not for people).
+  return Field(key, absl::string_view(value.ToString(
+                        absl::StatusToStringMode::kWithNoExtraData)));
 }
 
 }  // namespace larder

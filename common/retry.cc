@@ -4,12 +4,28 @@
 #include <algorithm>
 
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 
 namespace larder {
 
+namespace {
+constexpr char kStalledPayload[] = "type.larder.dev/stalled";
+}  // namespace
+
+absl::Status StalledError(absl::string_view message) {
+  absl::Status st = absl::DeadlineExceededError(message);
+  st.SetPayload(kStalledPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsStalled(const absl::Status& status) {
+  return status.GetPayload(kStalledPayload).has_value();
+}
+
 bool IsRetryable(const absl::Status& status) {
+  if (IsStalled(status)) return false;
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:

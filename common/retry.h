@@ -27,8 +27,14 @@ namespace larder {
 
 // True for the codes that mean "the same request may succeed later":
 // Unavailable (server down, 5xx, connection reset), DeadlineExceeded (timeout)
-// and ResourceExhausted (throttling, 429/503 SlowDown).
+// and ResourceExhausted (throttling, 429/503 SlowDown); not a stalled
+// request (IsStalled).
 bool IsRetryable(const absl::Status& status);
+
+// A request that got no byte from the store for the whole --store_timeout:
+// DeadlineExceeded, and not retryable (IsRetryable is false for it).
+absl::Status StalledError(absl::string_view message);
+bool IsStalled(const absl::Status& status);
 
 // The backoff ceiling before retry number `retry` (0-based), without jitter.
 absl::Duration BackoffCeiling(const RetryOptions& options, int retry);

@@ -43,6 +43,19 @@ TEST(RetryTest, NonRetryableReturnsAtOnce) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(RetryTest, AStalledRequestIsNotRepeated) {
+  int calls = 0;
+  absl::Status st = RetryWithBackoff(Fast(5), "test", [&] {
+    ++calls;
+    return StalledError("the store sent nothing for 20s");
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(IsStalled(st));
+  EXPECT_FALSE(IsRetryable(st));
+  EXPECT_TRUE(IsRetryable(absl::DeadlineExceededError("a timeout")));
+}
+
 TEST(RetryTest, BackoffDoublesAndCaps) {
   RetryOptions o;
   o.initial_backoff = absl::Milliseconds(50);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/ops_server.h"
 #include "common/status_macros.h"
@@ -32,6 +33,13 @@
 namespace larder {
 
 int ErrnoFor(const absl::Status& status) {
+  // The under-store failed to answer (down, hung, throttling): an I/O error
+  // of the file, whatever the code.
+  if (IsStoreError(status) &&
+      (status.code() == absl::StatusCode::kUnavailable ||
+       status.code() == absl::StatusCode::kDeadlineExceeded ||
+       status.code() == absl::StatusCode::kResourceExhausted))
+    return EIO;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return 0;

@@ -24,6 +24,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/master_connection.h"
+#include "common/retry.h"
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -268,6 +269,10 @@ class MasterService final : public v1::Master::Service {
           "the path): ",
           st.message()));
     }
+    // The store did not answer (down, hung, throttling): its failure, not
+    // the master's (a client keeps serving what it knows; see
+    // MarkStoreError).
+    if (IsRetryable(st) || IsStalled(st)) return MarkStoreError(st);
     return st;
   }
 

@@ -47,23 +47,6 @@ using testing::Shell;
 constexpr int kSmallFiles = 40;
 constexpr size_t kSmallSize = 64 << 10;
 
-// The whole file through read(2), after dropping its cached pages: the read
-// goes to the FUSE daemon.
-absl::StatusOr<std::string> ReadUncached(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, path);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  std::string out;
-  char buf[65536];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0)
-    out.append(buf, static_cast<size_t>(n));
-  const int err = errno;
-  ::close(fd);
-  if (n < 0) return absl::ErrnoToStatus(err, path);
-  return out;
-}
-
 // Threads reading every small file in a loop through each FUSE mount.
 class Readers {
  public:
@@ -74,7 +57,7 @@ class Readers {
         for (int i = 0; !stop_; i = (i + 1) % kSmallFiles) {
           const std::string path =
               absl::StrFormat("%s/data/small/f%02d", mnt, i);
-          absl::StatusOr<std::string> got = ReadUncached(path);
+          absl::StatusOr<std::string> got = testing::ReadUncached(path);
           ++reads_;
           if (!got.ok()) {
             ++failed_;
@@ -166,7 +149,8 @@ class HaTest : public ::testing::Test {
     // Warm: every small file read once through each mount.
     for (const std::string& mnt : mountpoints_) {
       for (int i = 0; i < kSmallFiles; ++i) {
-        auto got = ReadUncached(absl::StrFormat("%s/data/small/f%02d", mnt, i));
+        auto got = testing::ReadUncached(
+            absl::StrFormat("%s/data/small/f%02d", mnt, i));
         ASSERT_TRUE(got.ok()) << got.status();
         ASSERT_EQ(*got, small_[i]);
       }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
+#include "common/retry.h"
 
 namespace larder {
 namespace {
@@ -33,7 +34,29 @@ struct Transfer {
   bool sink_full = false;
   bool body_too_large = false;
   absl::string_view upload;
+  // --store_timeout: the longest time without a byte moving either way.
+  absl::Duration quiet_limit = absl::InfiniteDuration();
+  absl::Time last_progress = absl::Now();
+  curl_off_t last_down = 0, last_up = 0;
+  bool stalled = false;
 };
+
+// libcurl calls this at least once a second while a request is in flight:
+// a request with no byte moving for quiet_limit is stopped.
+int OnProgress(void* user, curl_off_t, curl_off_t down, curl_off_t,
+               curl_off_t up) {
+  auto* t = static_cast<Transfer*>(user);
+  const absl::Time now = absl::Now();
+  if (down != t->last_down || up != t->last_up) {
+    t->last_down = down;
+    t->last_up = up;
+    t->last_progress = now;
+    return 0;
+  }
+  if (now - t->last_progress < t->quiet_limit) return 0;
+  t->stalled = true;
+  return 1;  // CURLE_ABORTED_BY_CALLBACK.
+}
 
 bool IsSuccess(long status) { return status >= 200 && status < 300; }
 
@@ -226,9 +249,19 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
   curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
-  curl_easy_setopt(
-      curl, CURLOPT_CONNECTTIMEOUT_MS,
-      static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
+  const absl::Duration quiet = options_.store_timeout > absl::ZeroDuration()
+                                   ? options_.store_timeout
+                                   : absl::InfiniteDuration();
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(
+                       std::min(options_.connect_timeout, quiet))));
+  if (quiet < absl::InfiniteDuration()) {
+    t.quiet_limit = quiet;
+    t.last_progress = absl::Now();
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+  }
   if (limit < absl::InfiniteDuration()) {
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
                      static_cast<long>(std::max<int64_t>(
@@ -292,6 +325,8 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
 
   CURLcode code = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+  curl_off_t connected_us = 0;  // 0: no connection was made.
+  curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connected_us);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   curl_slist_free_all(headers);
   curl_easy_setopt(curl, CURLOPT_RESOLVE, nullptr);
@@ -311,6 +346,20 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
   }
   ReleaseHandle(curl);
   if (code != CURLE_OK) {
+    if (t.stalled) {
+      return StalledError(RedactSecrets(absl::StrCat(
+          request.method, " ", request.url, ": the store sent nothing for ",
+          absl::FormatDuration(t.quiet_limit),
+          " (--store_timeout); not retried")));
+    }
+    if (code == CURLE_OPERATION_TIMEDOUT && quiet < absl::InfiniteDuration() &&
+        connected_us == 0) {
+      // No connection (a host that drops packets): as stalled.
+      return StalledError(RedactSecrets(absl::StrCat(
+          request.method, " ", request.url, ": no connection within ",
+          absl::FormatDuration(std::min(options_.connect_timeout, quiet)),
+          " (--http_connect_timeout, --store_timeout); not retried")));
+    }
     if (t.body_too_large) {
       return absl::InternalError(RedactSecrets(absl::StrCat(
           request.method, " ", request.url, ": response body over 64 MiB")));

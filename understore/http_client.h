@@ -15,8 +15,12 @@
 //
 // Transport failures map to absl codes: connection refused/reset, DNS failure,
 // partial transfer -> Unavailable; timeout or stall -> DeadlineExceeded; TLS
-// certificate problem -> FailedPrecondition. HTTP statuses are NOT mapped here
-// (each protocol has its own error bodies); the response carries the status.
+// certificate problem -> FailedPrecondition. A request with no byte moving
+// for HttpOptions::store_timeout (connecting, waiting for the first byte,
+// or mid-transfer: a store that hangs) fails with StalledError
+// (common/retry.h), which retries do not repeat. HTTP statuses are NOT mapped
+// here (each protocol has its own error bodies); the response carries the
+// status.
 //
 // Only http:// and https:// URLs are ever fetched (CURLOPT_PROTOCOLS_STR on
 // every handle; anything else is InvalidArgument before a connection), and

@@ -3,12 +3,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/retry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "understore/testing/tcp_listener.h"
 
 namespace larder {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST(HttpHelpersTest, EtagsLoseQuotesAndWeakMarker) {
   EXPECT_EQ(NormalizeEtag("\"abc\""), "abc");
@@ -48,6 +51,25 @@ TEST(HttpHelpersTest, HttpErrorsMapToNamedCodes) {
   }
   EXPECT_THAT(std::string(HttpErrorStatus(412, "m", "blob").message()),
               ::testing::HasSubstr("(the blob changed)"));
+}
+
+// A socket that listens and never accepts: the kernel completes connections
+// into its backlog, and nothing ever answers (a stopped server). Returns the
+// fd (-1 on failure) and the port.
+int SilentListener(int* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+      ::listen(fd, 4) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
 }
 
 HttpOptions Quick() {
@@ -127,21 +149,45 @@ TEST(HttpClientTest, ResolvePinsAndTimeoutCaps) {
 
   // A server that never answers: the request's own timeout, not the 5 s of
   // the options, ends it.
-  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), len), 0);
-  ASSERT_EQ(::listen(silent, 4), 0);
-  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  req.url = absl::StrCat("http://127.0.0.1:", ntohs(a.sin_port), "/");
+  int port = 0;
+  const int silent = SilentListener(&port);
+  ASSERT_GE(silent, 0);
+  req.url = absl::StrCat("http://127.0.0.1:", port, "/");
   req.resolve.clear();
   req.timeout = absl::Milliseconds(300);
   const absl::Time start = absl::Now();
   EXPECT_EQ(http.Send(req).status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ::close(silent);
+}
+
+// A store that accepts connections and never answers (a stopped server):
+// the request ends after --store_timeout without a byte, as stalled, which
+// retries do not repeat.
+TEST(HttpClientTest, AStoreThatSendsNothingIsStalledAndNotRetried) {
+  int port = 0;
+  const int silent = SilentListener(&port);
+  ASSERT_GE(silent, 0);
+  HttpOptions o = Quick();
+  o.request_timeout = absl::Seconds(60);
+  o.store_timeout = absl::Seconds(1);
+  HttpClient http(o);
+  HttpRequest req;
+  req.url = absl::StrCat("http://127.0.0.1:", port, "/");
+  const absl::Time start = absl::Now();
+  int attempts = 0;
+  absl::Status st = RetryWithBackoff(o.retry, "test.get", [&] {
+    ++attempts;
+    return http.Send(req).status();
+  });
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_TRUE(IsStalled(st)) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("--store_timeout"));
+  EXPECT_EQ(attempts, 1);
+  EXPECT_GE(took, absl::Seconds(1));
+  EXPECT_LT(took, absl::Seconds(4));
   ::close(silent);
 }
 

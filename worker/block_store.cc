@@ -8,7 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/retry.h"
 #include "common/status_macros.h"
 
 namespace larder {
@@ -139,6 +141,14 @@ std::shared_ptr<BlockStore::Flight> BlockStore::Join(const BlockId& id,
     return it->second;
   }
   auto flight = std::make_shared<Flight>();
+  if (auto it = stalled_.find(key); it != stalled_.end()) {
+    if (absl::Now() < it->second.until) {
+      flight->result = it->second.status;
+      flight->done.Notify();
+      return flight;
+    }
+    stalled_.erase(it);
+  }
   if (std::shared_ptr<const Block> b = LookupRam(key.first)) {
     // Filled between the caller's lookup and now.
     if (absl::Status same = CheckSameBlock(b->id(), id); !same.ok()) {
@@ -219,7 +229,20 @@ void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
   Touch();
   {
     absl::MutexLock lock(&mu_);
-    flights_.erase(FlightKey{id.Key(), id.object_size});
+    const FlightKey key{id.Key(), id.object_size};
+    flights_.erase(key);
+    if (!result.ok() && IsStalled(result.status())) {
+      const absl::Time now = absl::Now();
+      if (stalled_.size() >= 4096) {
+        for (auto it = stalled_.begin(); it != stalled_.end();) {
+          auto next = std::next(it);
+          if (it->second.until <= now) stalled_.erase(it);
+          it = next;
+        }
+      }
+      if (stalled_.size() < 4096)
+        stalled_[key] = Stalled{result.status(), now + kStalledMemory};
+    }
     flight->result = std::move(result);
   }
   flight->done.Notify();
@@ -334,7 +357,9 @@ absl::StatusOr<std::shared_ptr<const Block>> BlockStore::FetchFromUnderStore(
         store->ReadRange(id.path, id.offset() + off, buf.subspan(off, len),
                          id.version, &object_size);
     if (!n.ok()) {
-      results[i].status = n.status();
+      // The store's, not this worker's: a client reports it, not failing
+      // over to another worker that would wait on the same store.
+      results[i].status = MarkStoreError(n.status());
     } else if (object_size != id.object_size) {
       results[i].status = absl::FailedPreconditionError(absl::StrCat(
           id.DebugString(), ": the under-store says the object is ",

@@ -234,6 +234,16 @@ class BlockStore {
   using FlightKey = std::pair<BlockKey, uint64_t>;
   absl::flat_hash_map<FlightKey, std::shared_ptr<Flight>> flights_
       ABSL_GUARDED_BY(mu_);
+  // Fetches the store left unanswered for --store_timeout (StalledError),
+  // answered again for a moment without asking the store: the kernel
+  // retries a failed read at once, and each retry would wait the whole
+  // timeout again.
+  struct Stalled {
+    absl::Status status;
+    absl::Time until;
+  };
+  static constexpr absl::Duration kStalledMemory = absl::Seconds(2);
+  absl::flat_hash_map<FlightKey, Stalled> stalled_ ABSL_GUARDED_BY(mu_);
   // Object memfds by the key of the object's block 0.
   absl::flat_hash_map<BlockKey, std::weak_ptr<const ObjectFile>> objects_
       ABSL_GUARDED_BY(mu_);

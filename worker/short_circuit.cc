@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/fd_socket.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "proto/worker.pb.h"
@@ -259,6 +260,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
         if (!r.ok()) {
           g->set_code(static_cast<int>(r.status().code()));
           g->set_message(RedactSecrets(r.status().message()));
+          g->set_store_error(IsStoreError(r.status()));
           continue;
         }
         const Block& b = *r->block;

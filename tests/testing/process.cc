@@ -60,6 +60,27 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+absl::StatusOr<std::string> ReadUncached(const std::string& path, int* err) {
+  int unused;
+  if (err == nullptr) err = &unused;
+  *err = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = errno;
+    return absl::ErrnoToStatus(*err, path);
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0)
+    out.append(buf, static_cast<size_t>(n));
+  if (n < 0) *err = errno;
+  ::close(fd);
+  if (n < 0) return absl::ErrnoToStatus(*err, path);
+  return out;
+}
+
 std::string PatternBytes(size_t n, uint64_t seed) {
   std::string s(n, '\0');
   uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);

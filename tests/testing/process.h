@@ -42,6 +42,11 @@ class TempDir {
 // Writes `data` to `path`, creating parent directories.
 absl::Status WriteFile(const std::string& path, absl::string_view data);
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+// The whole file through read(2) after dropping its cached pages, so that a
+// read of a FUSE mount reaches the daemon; `err` (if given) gets the errno
+// of a failure, 0 otherwise.
+absl::StatusOr<std::string> ReadUncached(const std::string& path,
+                                         int* err = nullptr);
 
 // `n` pseudo-random bytes, the same for the same seed (test data that a
 // shifted or mixed-up range cannot match by accident).

@@ -40,7 +40,8 @@ class S3rver {
   absl::Status Restart();
 
   int port() const { return port_; }
-  std::string endpoint() const;  // "http://127.0.0.1:PORT"
+  pid_t pid() const { return process_.pid(); }  // SIGSTOP: a hung store.
+  std::string endpoint() const;                 // "http://127.0.0.1:PORT"
   const std::string& bucket() const { return bucket_; }
   // s3://BUCKET/PREFIX?endpoint=...&region=us-east-1&path_style=true
   std::string Uri(const std::string& prefix = "") const;
