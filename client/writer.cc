@@ -23,8 +23,10 @@ namespace larder {
 namespace {
 
 // Whether another worker may succeed where this one failed: a retryable
-// error, or one a worker that died mid-call leaves.
+// error, or one a worker that died mid-call leaves; not an error of the
+// store behind it (retried there already), which another would meet too.
 bool TryAnother(const absl::Status& st) {
+  if (IsStoreError(st)) return false;
   return IsRetryable(st) || st.code() == absl::StatusCode::kAborted ||
          st.code() == absl::StatusCode::kInternal ||
          st.code() == absl::StatusCode::kUnknown ||

@@ -141,14 +141,10 @@ absl::StatusOr<FileInfo> FuseOps::StatPath(const std::string& path) {
     root.mtime = start_time_;
     return root;
   }
-  absl::StatusOr<FileInfo> info = client_.Stat(path);
-  if (local_dirs_.size() == 0) return info;
-  if (info.ok()) {
-    local_dirs_.Exists(path);  // Made elsewhere too, or written below.
-  } else if (absl::IsNotFound(info.status())) {
-    if (std::optional<FileInfo> dir = local_dirs_.Get(path)) return *dir;
-  }
-  return info;
+  // A directory made here is answered here (also while the master cannot
+  // be asked); it leaves the table once a file below it is committed.
+  if (std::optional<FileInfo> dir = local_dirs_.Get(path)) return *dir;
+  return client_.Stat(path);
 }
 
 void FuseOps::Init(void* userdata, struct fuse_conn_info* conn) {

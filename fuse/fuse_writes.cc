@@ -328,15 +328,29 @@ void FuseOps::Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     return;
   }
   OpScope scope(fs->metrics_, kWrite);
-  // Not empty: a directory made inside it, or a file committed below it
-  // (which made it a directory of the cluster).
+  // Not empty: a file being written below it, a file committed below it
+  // (which made it a directory of the cluster), or a directory made inside
+  // it (checked as it is removed).
+  bool writing_below = false;
+  {
+    const std::string below = path + "/";
+    absl::MutexLock lock(&fs->writes_mu_);
+    for (const auto& [ino, w] : fs->writing_)
+      writing_below = writing_below || absl::StartsWith(w->path, below);
+  }
   absl::StatusOr<FileInfo> there = fs->client_.Stat(path);
-  if (fs->local_dirs_.HasChildren(path) || there.ok()) {
-    scope.Failed();
-    fuse_reply_err(req, ENOTEMPTY);
+  if (!there.ok() && !absl::IsNotFound(there.status())) {
+    fs->ReplyError(req, scope, "rmdir", path, there.status());
     return;
   }
-  fs->local_dirs_.Remove(path);
+  absl::Status removed = writing_below || there.ok()
+                             ? absl::FailedPreconditionError("not empty")
+                             : fs->local_dirs_.RemoveIfEmpty(path);
+  if (!removed.ok()) {
+    scope.Failed();
+    fuse_reply_err(req, absl::IsNotFound(removed) ? ENOENT : ENOTEMPTY);
+    return;
+  }
   fuse_reply_err(req, 0);
 }
 

@@ -37,22 +37,21 @@ std::vector<std::string> LocalDirs::Children(absl::string_view parent) const {
   return out;
 }
 
-bool LocalDirs::HasChildren(absl::string_view path) const {
-  if (size() == 0) return false;
-  const std::string prefix = path == "/" ? "/" : absl::StrCat(path, "/");
-  absl::MutexLock lock(&mu_);
-  auto it = dirs_.lower_bound(prefix);
-  return it != dirs_.end() && absl::StartsWith(it->first, prefix);
-}
-
-bool LocalDirs::Remove(absl::string_view path) {
-  if (size() == 0) return false;
+absl::Status LocalDirs::RemoveIfEmpty(absl::string_view path) {
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(path);
-  if (it == dirs_.end()) return false;
+  if (it == dirs_.end())
+    return absl::NotFoundError(absl::StrCat(path, " was not made here"));
+  // Not the next key: siblings such as "PATH-b" sort before "PATH/...".
+  const std::string below = path == "/" ? "/" : absl::StrCat(path, "/");
+  if (auto child = dirs_.lower_bound(below);
+      child != dirs_.end() && absl::StartsWith(child->first, below)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " holds ", child->first));
+  }
   dirs_.erase(it);
   Recount();
-  return true;
+  return absl::OkStatus();
 }
 
 void LocalDirs::Exists(absl::string_view path) {

@@ -26,6 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "larder/client.h"
@@ -40,10 +41,10 @@ class LocalDirs {
   std::optional<FileInfo> Get(absl::string_view path) const;
   // The names of these directories directly inside `parent`, sorted.
   std::vector<std::string> Children(absl::string_view parent) const;
-  // True if a directory of these is inside `path` (rmdir's ENOTEMPTY).
-  bool HasChildren(absl::string_view path) const;
-  // Forgets `path`. False if it was not one of these.
-  bool Remove(absl::string_view path);
+  // Forgets `path` unless a directory of these is inside it (checked and
+  // removed at once). NotFound: not one of these; FailedPrecondition: not
+  // empty.
+  absl::Status RemoveIfEmpty(absl::string_view path);
   // A file at `path` was committed, or `path` was found in the cluster:
   // `path` and every directory above it now exist there.
   void Exists(absl::string_view path);

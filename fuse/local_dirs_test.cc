@@ -32,9 +32,6 @@ TEST(LocalDirsTest, AddGetAndChildren) {
   EXPECT_THAT(dirs.Children("/ckpt"), ElementsAre("run1", "run1-b", "run10"));
   EXPECT_THAT(dirs.Children("/ckpt/run1"), ElementsAre("step100"));
   EXPECT_THAT(dirs.Children("/ckpt/run1/step100"), IsEmpty());
-  EXPECT_TRUE(dirs.HasChildren("/ckpt/run1"));
-  EXPECT_FALSE(dirs.HasChildren("/ckpt/run10"));
-  EXPECT_FALSE(dirs.HasChildren("/ckpt/run1/step100"));
 }
 
 TEST(LocalDirsTest, AFileCommittedBelowMakesItsDirectoriesReal) {
@@ -49,13 +46,17 @@ TEST(LocalDirsTest, AFileCommittedBelowMakesItsDirectoriesReal) {
   EXPECT_EQ(dirs.size(), 1);
 }
 
-TEST(LocalDirsTest, Remove) {
+TEST(LocalDirsTest, RemoveIfEmpty) {
   LocalDirs dirs;
-  EXPECT_FALSE(dirs.Remove("/ckpt/x"));
+  EXPECT_TRUE(absl::IsNotFound(dirs.RemoveIfEmpty("/ckpt/x")));
   dirs.Add(Dir("/ckpt/x"));
-  EXPECT_TRUE(dirs.Remove("/ckpt/x"));
-  EXPECT_FALSE(dirs.Get("/ckpt/x").has_value());
-  EXPECT_EQ(dirs.size(), 0);
+  dirs.Add(Dir("/ckpt/x/y"));
+  dirs.Add(Dir("/ckpt/x-b"));
+  EXPECT_TRUE(absl::IsFailedPrecondition(dirs.RemoveIfEmpty("/ckpt/x")));
+  EXPECT_TRUE(dirs.RemoveIfEmpty("/ckpt/x/y").ok());
+  EXPECT_TRUE(dirs.RemoveIfEmpty("/ckpt/x").ok());
+  EXPECT_TRUE(dirs.Get("/ckpt/x-b").has_value());
+  EXPECT_EQ(dirs.size(), 1);
 }
 
 }  // namespace

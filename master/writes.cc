@@ -42,6 +42,13 @@ std::string RecordName(const std::string& write_id) {
   return absl::StrCat(kRecordFolder, write_id, ".textproto");
 }
 
+// An abort whose upload is gone for good: done, or nothing to abort, or a
+// store that cannot abort (s3rver; nothing is visible either way).
+bool AbortDone(const absl::Status& st) {
+  return st.ok() || absl::IsNotFound(st) ||
+         st.code() == absl::StatusCode::kUnimplemented;
+}
+
 // NewWriteId's form: the only ids a record may name (they become names in
 // the state store).
 bool IsWriteId(absl::string_view id) {
@@ -264,18 +271,21 @@ absl::Status Writes::Abort(const Caller& caller,
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
   LARDER_RETURN_IF_ERROR(
       MayWriteMount(caller, resolved.first.path(), resolved.first.writable()));
-  Forget(handle.write_id());
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store,
                           metadata_->Store(resolved.first));
   absl::Status st = store->AbortUpload(handle.relative(), handle.upload_id());
+  if (!st.ok() && !AbortDone(st)) {
+    // Kept: the --write_max_age sweep tries again.
+    return st;
+  }
+  Forget(handle.write_id());
   if (st.code() == absl::StatusCode::kUnimplemented) {
     // A store that cannot abort (s3rver): nothing is visible either way.
     LARDER_LOG(WARNING, "master.write_abort")
         .Field("path", path)
         .Field("status", st);
-    return absl::OkStatus();
   }
-  return st;
+  return absl::OkStatus();
 }
 
 size_t Writes::AbortExpired(absl::Time now) {
@@ -293,7 +303,6 @@ size_t Writes::AbortExpired(absl::Time now) {
   }
   for (const Upload& u : expired) {
     const std::string path = Join(u.handle.mount(), u.handle.relative());
-    Forget(u.handle.write_id());
     absl::Status st;
     absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
         mounts_->Resolve(path);
@@ -311,6 +320,15 @@ size_t Writes::AbortExpired(absl::Time now) {
         .Field("write_id", u.handle.write_id())
         .Field("age", absl::FormatDuration(now - u.started))
         .Field("abort", st);
+    if (st.ok() || AbortDone(st)) {
+      Forget(u.handle.write_id());
+    } else {
+      // The store could not abort it now: kept (in memory and in the state
+      // store), and tried again a minute later.
+      absl::MutexLock lock(&mu_);
+      uploads_[u.handle.write_id()] =
+          Upload{u.handle, now - max_age_ + absl::Minutes(1)};
+    }
   }
   return expired.size();
 }

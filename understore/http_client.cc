@@ -352,13 +352,14 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request,
           absl::FormatDuration(t.quiet_limit),
           " (--store_timeout); not retried")));
     }
-    if (code == CURLE_OPERATION_TIMEDOUT && quiet < absl::InfiniteDuration() &&
-        connected_us == 0) {
-      // No connection (a host that drops packets): as stalled.
+    if (code == CURLE_OPERATION_TIMEDOUT && quiet <= options_.connect_timeout &&
+        t.last_down == 0 && t.last_up == 0 && connected_us == 0) {
+      // No connection within --store_timeout (the connect wait was its):
+      // as stalled. A shorter --http_connect_timeout that runs out is
+      // retried, as before.
       return StalledError(RedactSecrets(absl::StrCat(
           request.method, " ", request.url, ": no connection within ",
-          absl::FormatDuration(std::min(options_.connect_timeout, quiet)),
-          " (--http_connect_timeout, --store_timeout); not retried")));
+          absl::FormatDuration(quiet), " (--store_timeout); not retried")));
     }
     if (t.body_too_large) {
       return absl::InternalError(RedactSecrets(absl::StrCat(

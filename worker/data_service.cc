@@ -428,7 +428,9 @@ class WritePartReactor final
             .Field("path", absl::StrCat(h.mount(), "/", h.relative()))
             .Field("part", header_.number())
             .Field("status", p.status());
-        return p.status();
+        // The store's failure (already retried): another worker would
+        // meet the same store.
+        return MarkStoreError(p.status());
       }
       service_->metrics_->write_bytes.Increment(
           static_cast<double>(data_.size()));

@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Start(
         self->last_forced_sync_ + absl::Milliseconds(200) - absl::Now();
     if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
     self->last_forced_sync_ = absl::Now();
-    self->last_forced_status_ = self->SyncMountsLocked(0);
+    self->SyncMountsLocked(0, &self->last_forced_status_).IgnoreError();
     return self->last_forced_status_;
   });
   link->thread_ = std::thread([self] { self->Loop(); });
@@ -110,12 +110,16 @@ absl::Status MasterLink::SyncMounts(uint64_t version) {
   return SyncMountsLocked(version);
 }
 
-absl::Status MasterLink::SyncMountsLocked(uint64_t version) {
+absl::Status MasterLink::SyncMountsLocked(uint64_t version,
+                                          absl::Status* pulled) {
+  if (pulled != nullptr) *pulled = absl::OkStatus();
   if (version != 0 && version == mounts_version_) return absl::OkStatus();
   v1::MountTable table;
-  LARDER_RETURN_IF_ERROR(FromGrpcStatus(
+  absl::Status asked = FromGrpcStatus(
       master_->Call(&v1::Master::Stub::GetMounts, v1::GetMountsRequest(),
-                    &table, absl::Seconds(10))));
+                    &table, absl::Seconds(10)));
+  if (pulled != nullptr) *pulled = asked;
+  LARDER_RETURN_IF_ERROR(asked);
   absl::Status first;
   for (const v1::MountEntry& m : table.mounts()) {
     absl::StatusOr<Mount> have = mounts_->Find(m.path());

@@ -80,7 +80,10 @@ class MasterLink {
   // Brings the worker's mount table to the master's `version` (0: whatever
   // the master has now). Serialized by sync_mu_.
   absl::Status SyncMounts(uint64_t version) ABSL_LOCKS_EXCLUDED(sync_mu_);
-  absl::Status SyncMountsLocked(uint64_t version)
+  // `pulled` (if given): how asking the master for its table went, apart
+  // from the mounts that then failed to open.
+  absl::Status SyncMountsLocked(uint64_t version,
+                                absl::Status* pulled = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
 
   const Options options_;
