@@ -274,7 +274,7 @@ absl::Status Writes::Abort(const Caller& caller,
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store,
                           metadata_->Store(resolved.first));
   absl::Status st = store->AbortUpload(handle.relative(), handle.upload_id());
-  if (!st.ok() && !AbortDone(st)) {
+  if (!AbortDone(st)) {
     // Kept: the --write_max_age sweep tries again.
     return st;
   }
@@ -320,7 +320,7 @@ size_t Writes::AbortExpired(absl::Time now) {
         .Field("write_id", u.handle.write_id())
         .Field("age", absl::FormatDuration(now - u.started))
         .Field("abort", st);
-    if (st.ok() || AbortDone(st)) {
+    if (AbortDone(st)) {
       Forget(u.handle.write_id());
     } else {
       // The store could not abort it now: kept (in memory and in the state
