@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 """Checkpoint save and restore against S3 behind a shaping front
 (tests/servers/shaping_proxy.py: --first_byte_ms to the first byte of every
-response, --rate_mbps per connection and direction), over a real s3rver that
-this script starts with its own directory and port. Prints one table.
+response, --rate_mbps per connection and direction), over real s3rver
+processes that this script starts on one directory of its own (--s3rvers:
+one s3rver is one Node process, about one core; several, with the front
+spreading connections over them as a load balancer does, make a store that
+the tools, not its CPU, limit where the machine has the cores). Prints one
+table.
 
   save     R ranks each write one shard of --shard_mib MiB (random bytes),
            all at once.
@@ -18,12 +22,17 @@ Tools (--tools, in this order within each round):
   s3fs     /usr/bin/s3fs (1.90) mounted against the front, no use_cache,
            defaults otherwise. save: one `cp` per rank into the mount;
            restore: one reader per rank, open/read of each shard.
-  direct   restore only: one process per rank, one keep-alive connection,
-           whole-object GETs of each shard (anonymous: s3rver serves unsigned
-           requests), read and dropped. The front's ceiling, as a check.
+  direct   plain requests with no client of note in the way (anonymous:
+           s3rver serves unsigned requests). save: one process per rank, a
+           multipart upload of its shard in 8 MiB parts with N parts in
+           flight, one row for each N of --direct_parallel (10: aws-cli's
+           default schedule with none of its CPU; the largest: the front's
+           ceiling). restore: one process per rank, one keep-alive
+           connection, whole-object GETs of each shard, read and dropped.
   larder   save: one `larder cp SHARD /ckpt/shard-R` per rank, each rank its
-           own node with its own worker; restore: one Python-client reader
-           per rank.
+           own node with its own worker; restore: one reader per rank, the
+           Python client (--larder_reader python) or `larder cat` of each
+           shard (cat; the default where the Python module does not import).
   busy     dataset reads while a checkpoint uploads: --busy_readers Python
            readers loop over a warm dataset (--busy_files files of 1 MiB on
            a file:// mount, read once first so every block is cached) for
@@ -41,13 +50,16 @@ tools: see bench/README.md).
 
   /usr/bin/python3 bench/checkpoint_bench.py [--ranks 4] [--shard_mib 64]
       [--first_byte_ms 25] [--rate_mbps 80] [--rounds 1]
-      [--tools aws,s3fs,direct,larder,busy] [--busy_readers 2]
-      [--busy_files 256] [--busy_seconds 15] [--drop_caches] [--dir /tmp] [--keep]
+      [--tools aws,s3fs,direct,larder,busy] [--s3rvers 1]
+      [--direct_parallel 10,32] [--larder_reader python|cat]
+      [--parallel_writes 8] [--busy_readers 2] [--busy_files 256]
+      [--busy_seconds 15] [--drop_caches] [--dir /tmp] [--keep]
+      [--aws /usr/bin/aws] [--s3fs /usr/bin/s3fs] [--node node]
 
 The documented run is --shard_mib 512. Needs node and tests/servers/node_modules
 (scripts/install-deps.sh), awscli and s3fs (Debian packages; `apt-get install
-awscli` if /usr/bin/aws is missing: the aws row is skipped without it), and
-root for the FUSE mount.
+awscli` if /usr/bin/aws is missing: a tool that is missing is skipped with a
+note), and root for the FUSE mount.
 """
 import argparse
 import http.client
@@ -68,8 +80,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "servers"))
 from shaping_proxy import ShapingProxy  # noqa: E402
 
 BUCKET = "bench"
-AWS = "/usr/bin/aws"
-S3FS = "/usr/bin/s3fs"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 # One rank's reader: reads every path (or every http://host:port/path, with
@@ -101,6 +111,46 @@ for a in sys.argv[1:]:
                     break
                 total += n
 print(total)
+"""
+
+# One rank's plain multipart upload: argv = endpoint bucket key file parallel
+# part_bytes. Parts go on `parallel` threads, each with its own keep-alive
+# connection; prints the bytes uploaded.
+DIRECT_PUT = r"""
+import concurrent.futures, http.client, os, re, sys, threading, urllib.parse
+endpoint, bucket, key, path = sys.argv[1:5]
+parallel, part = int(sys.argv[5]), int(sys.argv[6])
+u = urllib.parse.urlsplit(endpoint)
+local = threading.local()
+def call(method, target, body=None):
+    c = getattr(local, "c", None)
+    if c is None:
+        c = local.c = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+    c.request(method, target, body=body,
+              headers={"Content-Length": str(len(body or b""))})
+    r = c.getresponse()
+    data = r.read()
+    if r.status != 200:
+        sys.exit("%s %s: %d %s" % (method, target, r.status, data[:200]))
+    return r, data
+obj = "/%s/%s" % (bucket, key)
+_, data = call("POST", obj + "?uploads")
+upload = re.search(rb"<UploadId>([^<]+)</UploadId>", data).group(1).decode()
+size = os.path.getsize(path)
+fd = os.open(path, os.O_RDONLY)
+def put(n):
+    off = (n - 1) * part
+    body = os.pread(fd, min(part, size - off), off)
+    r, _ = call("PUT", "%s?partNumber=%d&uploadId=%s" % (obj, n, upload), body)
+    return n, r.getheader("ETag")
+count = max(1, (size + part - 1) // part)
+with concurrent.futures.ThreadPoolExecutor(parallel) as ex:
+    etags = dict(ex.map(put, range(1, count + 1)))
+xml = "<CompleteMultipartUpload>%s</CompleteMultipartUpload>" % "".join(
+    "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % (n, etags[n])
+    for n in sorted(etags))
+call("POST", "%s?uploadId=%s" % (obj, upload), xml.encode())
+print(size)
 """
 
 
@@ -183,7 +233,7 @@ class Env:
         self.upstream = None  # http://127.0.0.1:PORT of s3rver, no shaping.
         self.proxy = None  # The ShapingProxy.
         self.endpoint = None  # http://127.0.0.1:PORT of the front.
-        self.s3rver_pid = None
+        self.s3rver_pids = []
 
     # -- processes and cleanup --
     def spawn(self, cmd, log=None, **kw):
@@ -267,14 +317,17 @@ class Env:
         if phase == "restore":
             self.drop_caches()
         before = self.proxy.stats()
-        cpu = proc_cpu(self.s3rver_pid)
+        cpu = self.s3rver_cpu()
         t = time.monotonic()
         seconds = fn()
         wall = time.monotonic() - t
-        cpu = proc_cpu(self.s3rver_pid) - cpu
+        cpu = self.s3rver_cpu() - cpu
         after = self.proxy.stats()
         return Row(tool, phase, seconds if seconds is not None else wall,
                    nbytes, diff(after, before), cpu)
+
+    def s3rver_cpu(self):
+        return sum(proc_cpu(p) for p in self.s3rver_pids)
 
     def save_bytes(self):
         return self.ranks * self.shard_bytes
@@ -308,10 +361,11 @@ def aws_env(env):
 
 
 def aws_rows(env):
-    if not os.access(AWS, os.X_OK):
-        raise NotYet(f"{AWS} missing (apt-get install awscli)")
+    aws = env.args.aws
+    if not os.access(aws, os.X_OK):
+        raise NotYet(f"{aws} missing (apt-get install awscli)")
     e = aws_env(env)
-    base = [AWS, "--endpoint-url", env.endpoint, "s3", "cp", "--only-show-errors",
+    base = [aws, "--endpoint-url", env.endpoint, "s3", "cp", "--only-show-errors",
             "--no-progress"]
     prefix = f"s3://{env.bucket}/aws"
     save = env.measure("aws", "save", env.save_bytes(), lambda: env.run_ranks(
@@ -348,7 +402,7 @@ def s3fs_mount(env):
         f.write("S3RVER:S3RVER\n")
     os.chmod(passwd, 0o600)
     opts = (f"url={env.endpoint},use_path_request_style,passwd_file={passwd}")
-    proc = env.spawn([S3FS, env.bucket, mnt, "-f", "-o", opts],
+    proc = env.spawn([env.args.s3fs, env.bucket, mnt, "-f", "-o", opts],
                      log=env.log("s3fs.log"))
 
     def unmount():
@@ -374,8 +428,8 @@ def s3fs_mount(env):
 
 
 def s3fs_rows(env):
-    if not os.access(S3FS, os.X_OK):
-        raise NotYet(f"{S3FS} missing (apt-get install s3fs)")
+    if not os.access(env.args.s3fs, os.X_OK):
+        raise NotYet(f"{env.args.s3fs} missing (apt-get install s3fs)")
     mnt = s3fs_mount(env)
     d = os.path.join(mnt, "s3fs")
     os.makedirs(d, exist_ok=True)
@@ -419,6 +473,21 @@ def direct_seed(env):
 
 
 def direct_rows(env):
+    rows = []
+    for n in env.args.direct_parallel:
+        keys = [f"direct{n}/shard-{r}" for r in range(env.ranks)]
+
+        def save():
+            seconds, outs = env.run_ranks(
+                [[PYTHON, "-c", DIRECT_PUT, env.endpoint, env.bucket, keys[r],
+                  env.shards[r], str(n), str(8 << 20)]
+                 for r in range(env.ranks)])
+            for r, out in enumerate(outs):
+                if int(out.strip() or 0) != env.shard_bytes:
+                    raise RuntimeError(f"direct rank {r} uploaded {out.strip()}")
+            return seconds
+
+        rows.append(env.measure(f"direct{n}", "save", env.save_bytes(), save))
     direct_seed(env)
     urls = [f"{env.endpoint}/{env.bucket}/direct/shard-{r}"
             for r in range(env.ranks)]
@@ -430,7 +499,8 @@ def direct_rows(env):
         check_reads("direct", env, outs)
         return seconds
 
-    return [env.measure("direct", "restore", env.restore_bytes(), restore)]
+    return rows + [env.measure("direct", "restore", env.restore_bytes(),
+                               restore)]
 
 
 LARDER_READER = r"""
@@ -478,6 +548,20 @@ def larder_cluster(env):
     return c
 
 
+def larder_cp(env, c, local, path, rank):
+    return [c.cli, "cp", local, path, "--overwrite", f"--node=node-{rank}",
+            f"--parallel_writes={env.args.parallel_writes}"]
+
+
+def larder_reader(env, c, rank, paths):
+    """One rank's reader of `paths`: prints the bytes it read."""
+    if env.larder_reader == "python":
+        return [PYTHON, "-c", LARDER_READER, c.master, f"node-{rank}"] + paths
+    return ["bash", "-c", 'set -o pipefail; cli=$1; node=$2; '
+            'shift 2; "$cli" cat "$@" --node="$node" | wc -c', "reader",
+            c.cli, f"node-{rank}"] + paths
+
+
 def larder_rows(env):
     """Save: each rank `larder cp SHARD /ckpt/shard-R` (its node's worker
     first; parts go to every worker, which upload them and keep the blocks).
@@ -488,13 +572,13 @@ def larder_rows(env):
              PYTHONPATH=os.path.join(repo, "build", "python"))
     paths = [f"/ckpt/shard-{r}" for r in range(env.ranks)]
     save = env.measure("larder", "save", env.save_bytes(), lambda: env.run_ranks(
-        [[c.cli, "cp", env.shards[r], paths[r], "--overwrite", f"--node=node-{r}"]
+        [larder_cp(env, c, env.shards[r], paths[r], r)
          for r in range(env.ranks)], env=e)[0])
 
     def restore():
         seconds, outs = env.run_ranks(
-            [[PYTHON, "-c", LARDER_READER, c.master, f"node-{r}"] +
-             [paths[j] for j in env.rotated(r)] for r in range(env.ranks)], env=e)
+            [larder_reader(env, c, r, [paths[j] for j in env.rotated(r)])
+             for r in range(env.ranks)], env=e)
         check_reads("larder", env, outs)
         return seconds
 
@@ -521,6 +605,27 @@ print(total, time.monotonic() - t)
 """
 
 
+# The same with `larder cat` of all the paths at a time: argv[1:4] = cli,
+# node, stop file.
+BUSY_CAT = r"""
+import os, subprocess, sys, time
+cli, node, stop, paths = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+total, t = 0, time.monotonic()
+while not os.path.exists(stop):
+    p = subprocess.Popen([cli, "cat", "--node=" + node] + paths,
+                         stdout=subprocess.PIPE)
+    buf = bytearray(1 << 20)
+    while not os.path.exists(stop):
+        n = p.stdout.readinto(buf)
+        if not n:
+            break
+        total += n
+    p.kill()
+    p.wait()
+print(total, time.monotonic() - t)
+"""
+
+
 def busy_rows(env):
     """Dataset reads alone, then during a save of every rank's shard."""
     c = larder_cluster(env)
@@ -538,16 +643,18 @@ def busy_rows(env):
         env.state["busy"] = [f"/bench-data/f{i:05d}" for i in range(a.busy_files)]
     paths = env.state["busy"]
     # Warm: every file read once (a sequential pass per reader's node).
-    env.run_ranks([[PYTHON, "-c", LARDER_READER, c.master, "node-0"] + paths], env=e)
+    env.run_ranks([larder_reader(env, c, 0, paths)], env=e)
 
     def readers(stop):
         procs = []
         for r in range(a.busy_readers):
             order = paths[r * len(paths) // a.busy_readers:] + \
                 paths[:r * len(paths) // a.busy_readers]
+            cmd = ([PYTHON, "-c", BUSY_READER, c.master] if
+                   env.larder_reader == "python" else
+                   [PYTHON, "-c", BUSY_CAT, c.cli])
             procs.append(env.spawn(
-                [PYTHON, "-c", BUSY_READER, c.master,
-                 f"node-{r % env.ranks}", stop] + order,
+                cmd + [f"node-{r % env.ranks}", stop] + order,
                 stdout=subprocess.PIPE, stderr=open(env.log(f"busy{r}.err"), "ab"),
                 env=e))
             env.rank_procs.append(procs[-1])
@@ -585,7 +692,7 @@ def busy_rows(env):
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         save = env.measure("save", "during", env.save_bytes(), lambda: env.run_ranks(
-            [[c.cli, "cp", env.shards[r], ckpt[r], "--overwrite", f"--node=node-{r}"]
+            [larder_cp(env, c, env.shards[r], ckpt[r], r)
              for r in range(env.ranks)], env=e)[0])
     finally:
         cpu_workers = sum(proc_cpu(p) for p in workers) - cpu_workers
@@ -614,23 +721,32 @@ RUNNERS = {"aws": aws_rows, "s3fs": s3fs_rows, "direct": direct_rows,
 
 
 # ------------------------------------------------------------------ driver --
-def start_s3rver(env):
+def start_s3rvers(env):
+    """--s3rvers s3rver processes over one directory (s3rver keeps objects
+    and multipart uploads in files, so any of them completes an upload whose
+    parts went to the others). The first makes the bucket before the rest
+    start. Returns their HOST:PORTs."""
     script = os.path.join(ROOT, "tests", "servers", "node_modules", "s3rver",
                           "bin", "s3rver.js")
     if not os.path.exists(script):
         raise SystemExit(f"{script} is missing: run scripts/install-deps.sh")
     data = os.path.join(env.workdir, "s3rver-data")
     os.makedirs(data)
-    port = free_port()
     e = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
-    proc = env.spawn(["node", script, "--address", "127.0.0.1", "--port",
-                      str(port), "--directory", data, "--configure-bucket",
-                      BUCKET], log=env.log("s3rver.log"), env=e)
-    if not wait_port(port, 30, proc):
-        raise RuntimeError(f"s3rver did not listen on {port}; see "
-                           f"{env.log('s3rver.log')}")
-    env.upstream = f"http://127.0.0.1:{port}"
-    env.s3rver_pid = proc.pid
+    addrs = []
+    for i in range(max(1, env.args.s3rvers)):
+        port = free_port()
+        proc = env.spawn([env.args.node, script, "--address", "127.0.0.1",
+                          "--port", str(port), "--directory", data, "--silent",
+                          "--configure-bucket", BUCKET],
+                         log=env.log(f"s3rver{i}.log"), env=e)
+        if not wait_port(port, 30, proc):
+            raise RuntimeError(f"s3rver did not listen on {port}; see "
+                               f"{env.log(f's3rver{i}.log')}")
+        addrs.append(f"127.0.0.1:{port}")
+        env.s3rver_pids.append(proc.pid)
+    env.upstream = f"http://{addrs[0]}"
+    return addrs
 
 
 def make_shards(env):
@@ -654,9 +770,10 @@ def print_table(env, rows_by_round, notes):
           f"{a.rate_mbps:g} MB/s per connection and direction"
           + (f", median of {a.rounds} rounds" if a.rounds > 1 else ""))
     ceiling = a.ranks * a.rate_mbps
-    print(f"Front's aggregate ceiling at one connection per rank: {a.ranks} x "
-          f"{a.rate_mbps:g} = {ceiling:g} MB/s"
-          + ("" if a.rate_mbps else " (unlimited)"))
+    print(f"{a.s3rvers} s3rver process(es) behind the front; at one connection "
+          f"per rank the front would carry {a.ranks} x {a.rate_mbps:g} = "
+          f"{ceiling:g} MB/s" + ("" if a.rate_mbps else " (unlimited)")
+          + "; the direct rows show what it carries with more in flight")
     hdr = (f"{'TOOL':<8} {'PHASE':<8} {'SECONDS':>8} {'MB/s':>8} {'GETs':>6} "
            f"{'PUTs':>6} {'OTHER':>6} {'MB FROM STORE':>14} {'MB TO STORE':>12} "
            f"{'CONNS':>6} {'FRONT CPU s':>11} {'S3RVER CPU s':>12}")
@@ -696,6 +813,18 @@ def main():
     ap.add_argument("--rate_mbps", type=float, default=80)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--tools", default="aws,s3fs,direct,larder,busy")
+    ap.add_argument("--s3rvers", type=int, default=1,
+                    help="s3rver processes behind the front (one is ~one core)")
+    ap.add_argument("--direct_parallel", default="10,32",
+                    help="parts in flight per rank of the direct save rows")
+    ap.add_argument("--parallel_writes", type=int, default=8,
+                    help="larder cp --parallel_writes (parts in flight)")
+    ap.add_argument("--larder_reader", choices=("python", "cat"), default=None,
+                    help="the restore's reader (default: python where the "
+                    "module imports, else larder cat)")
+    ap.add_argument("--aws", default="/usr/bin/aws")
+    ap.add_argument("--s3fs", default="/usr/bin/s3fs")
+    ap.add_argument("--node", default="node", help="the node binary for s3rver")
     ap.add_argument("--busy_readers", type=int, default=2)
     ap.add_argument("--busy_files", type=int, default=256)
     ap.add_argument("--busy_seconds", type=float, default=15)
@@ -706,6 +835,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800,
                     help="seconds a phase may take")
     args = ap.parse_args()
+    args.direct_parallel = [int(n) for n in args.direct_parallel.split(",") if n]
     tools = [t for t in args.tools.split(",") if t]
     for t in tools:
         if t not in RUNNERS:
@@ -722,12 +852,17 @@ def main():
     for sub in ("logs", "shards", "restore"):
         os.makedirs(os.path.join(workdir, sub))
     env = Env(args, workdir)
+    env.larder_reader = args.larder_reader or (
+        "python" if subprocess.call(
+            [PYTHON, "-c", "import larder"], stderr=subprocess.DEVNULL,
+            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "python")))
+        == 0 else "cat")
     status = 0
     try:
         print(f"work directory {workdir}", file=sys.stderr)
         make_shards(env)
-        start_s3rver(env)
-        env.proxy = ShapingProxy(env.upstream.split("//", 1)[1],
+        upstreams = start_s3rvers(env)
+        env.proxy = ShapingProxy(",".join(upstreams),
                                  first_byte_ms=args.first_byte_ms,
                                  rate_mbps=args.rate_mbps,
                                  stats_file=os.path.join(workdir, "front.json"),
@@ -749,6 +884,11 @@ def main():
                 except NotYet as e:
                     skipped.add(t)
                     notes.append(f"{t}: {e}")
+                    continue
+                except Exception as e:  # noqa: BLE001 (the other tools go on)
+                    skipped.add(t)
+                    notes.append(f"{t}: failed: {e}")
+                    print(f"  {t} failed: {e}", file=sys.stderr, flush=True)
                     continue
                 for r in got:
                     print(f"  {r.tool} {r.phase}: {r.seconds:.2f} s, "

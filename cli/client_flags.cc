@@ -33,6 +33,10 @@ ABSL_FLAG(absl::Duration, metadata_stale_window,
           "fuse, client: how long past its TTL cached metadata is still "
           "served while the master or the under-store cannot be reached "
           "(0 = never).");
+ABSL_FLAG(int, parallel_writes, larder::ClientOptions().parallel_writes,
+          "cp into the cluster, fuse: parts of one written file in flight to "
+          "the workers at once (each part held in memory until its worker "
+          "answers).");
 
 namespace larder::cli {
 
@@ -48,6 +52,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
       ParseBytes(absl::GetFlag(FLAGS_metadata_cache_bytes)));
   o.metadata_cache_bytes = static_cast<size_t>(cache_bytes);
   o.metadata_stale_window = absl::GetFlag(FLAGS_metadata_stale_window);
+  o.parallel_writes = std::max(1, absl::GetFlag(FLAGS_parallel_writes));
   // The direct under-store read, when every worker fails, talks to S3, Azure
   // and WebHDFS as the daemons do.
   o.fallback_http = HttpOptionsFromFlags();

@@ -111,6 +111,8 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags();
 inline constexpr absl::string_view kClientReadFlags[] = {
     "node", "metadata_cache_entries", "metadata_cache_bytes",
     "metadata_stale_window"};
+// Flags of the commands that write into the cluster (cp, fuse).
+inline constexpr absl::string_view kClientWriteFlags[] = {"parallel_writes"};
 
 // A uid (or, with `group`, a gid) given as a number or a name of the user
 // (group) database. Error: InvalidArgument naming `flag`.

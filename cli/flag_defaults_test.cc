@@ -31,6 +31,7 @@ ABSL_DECLARE_FLAG(int, list_page_size);
 ABSL_DECLARE_FLAG(int64_t, metadata_cache_entries);
 ABSL_DECLARE_FLAG(std::string, metadata_cache_bytes);
 ABSL_DECLARE_FLAG(absl::Duration, metadata_stale_window);
+ABSL_DECLARE_FLAG(int, parallel_writes);
 ABSL_DECLARE_FLAG(int, readahead_blocks);
 ABSL_DECLARE_FLAG(std::string, mount_block_size);
 ABSL_DECLARE_FLAG(absl::Duration, metadata_ttl);
@@ -81,6 +82,7 @@ TEST(FlagDefaultsTest, MetadataCacheFlagsStartFromClientOptions) {
             o.metadata_cache_bytes);
   EXPECT_EQ(absl::GetFlag(FLAGS_metadata_stale_window),
             o.metadata_stale_window);
+  EXPECT_EQ(absl::GetFlag(FLAGS_parallel_writes), o.parallel_writes);
   // The worker keeps the node's cache with the same bounds.
   const WorkerOptions w;
   EXPECT_EQ(w.metadata_cache.max_entries, o.metadata_cache_entries);

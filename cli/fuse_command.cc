@@ -248,6 +248,7 @@ const Command kFuseCommand = {
         {kLogFlags,
          kClientFlags,
          kClientReadFlags,
+         kClientWriteFlags,
          kHttpFlags,
          {"log_file", "daemon", "attr_timeout", "entry_timeout",
           "negative_timeout", "keep_cache", "max_read", "kernel_read_ahead",

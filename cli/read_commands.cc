@@ -118,20 +118,29 @@ absl::Status RunStat(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
+// Like cat(1): the files one after another; the first that cannot be read
+// ends the command with its error.
 absl::Status RunCat(const std::vector<std::string>& args) {
-  LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder cat PATH"));
+  if (args.empty())
+    return absl::InvalidArgumentError("usage: larder cat PATH [PATH...]");
   LARDER_ASSIGN_OR_RETURN(auto client, ConnectClient());
-  LARDER_ASSIGN_OR_RETURN(auto file, client->Open(args[0]));
   std::vector<char> buf(8 << 20);
-  for (uint64_t off = 0; off < file->info().size;) {
-    LARDER_ASSIGN_OR_RETURN(size_t n, file->Read(off, absl::MakeSpan(buf)));
-    if (n == 0) break;
-    for (size_t done = 0; done < n;) {
-      ssize_t w = ::write(STDOUT_FILENO, buf.data() + done, n - done);
-      if (w <= 0) return absl::InternalError("write to stdout failed");
-      done += static_cast<size_t>(w);
+  for (const std::string& path : args) {
+    LARDER_ASSIGN_OR_RETURN(auto file, client->Open(path));
+    for (uint64_t off = 0; off < file->info().size;) {
+      LARDER_ASSIGN_OR_RETURN(size_t n, file->Read(off, absl::MakeSpan(buf)));
+      if (n == 0) break;
+      for (size_t done = 0; done < n;) {
+        ssize_t w = ::write(STDOUT_FILENO, buf.data() + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          return absl::InternalError(
+              absl::StrCat("write to stdout failed: ", std::strerror(errno)));
+        }
+        done += static_cast<size_t>(w);
+      }
+      off += n;
     }
-    off += n;
   }
   return absl::OkStatus();
 }
@@ -333,8 +342,9 @@ const Command kStatCommand = {
     FlagList(
         {kLogFlags, kClientFlags, kClientReadFlags, kHttpFlags, {"output"}})};
 const Command kCatCommand = {
-    "cat", "read a file through the cache to stdout", "larder cat PATH\n",
-    &RunCat, FlagList({kLogFlags, kClientFlags, kClientReadFlags, kHttpFlags})};
+    "cat", "read files through the cache to stdout, one after another",
+    "larder cat PATH [PATH...]\n", &RunCat,
+    FlagList({kLogFlags, kClientFlags, kClientReadFlags, kHttpFlags})};
 const Command kCpCommand = {
     "cp",
     "copy a cluster path to a local directory through the cache, or a local "
@@ -345,6 +355,7 @@ const Command kCpCommand = {
     FlagList({kLogFlags,
               kClientFlags,
               kClientReadFlags,
+              kClientWriteFlags,
               kHttpFlags,
               {"parallel", "overwrite"}})};
 

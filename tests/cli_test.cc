@@ -351,6 +351,15 @@ TEST(CliTest, JsonOutputForScriptsAndStartupLines) {
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
   ASSERT_EQ(RunLarder(absl::StrCat("cat /data/a.txt", at)).exit_code, 0);
   EXPECT_EQ(json("stats")["workers"][0]["misses"], 3);
+  // cat of several files writes each in turn; one that is missing ends it
+  // with NotFound's exit code.
+  testing::Shell both = testing::Sh(
+      absl::StrCat(LARDER_CLI_BINARY, " cat /data/a.txt /data/sub/b.txt", at,
+                   " 2>/dev/null"));
+  EXPECT_EQ(both.code, 0);
+  EXPECT_EQ(both.out, "helloabc");
+  CliResult gone = RunLarder(absl::StrCat("cat /data/a.txt /data/nope", at));
+  EXPECT_EQ(gone.exit_code, 3) << gone.output;
 
   EXPECT_EQ(json("unmount /data")["mounts"].size(), 0u);
 

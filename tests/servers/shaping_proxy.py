@@ -3,12 +3,16 @@
 # loopback answers in microseconds and at GB/s; real S3 takes tens of ms to the
 # first byte and gives each connection roughly 50-100 MB/s).
 #
-#   shaping_proxy.py --upstream HOST:PORT [--listen PORT] [--first_byte_ms 25]
-#                    [--rate_mbps 80] [--stats_file FILE] [--bind 127.0.0.1]
+#   shaping_proxy.py --upstream HOST:PORT[,HOST:PORT...] [--listen PORT]
+#                    [--first_byte_ms 25] [--rate_mbps 80] [--stats_file FILE]
+#                    [--bind 127.0.0.1]
 #
 # It accepts on 127.0.0.1:PORT (0: the kernel picks; either way it prints one
 # line "listening on 127.0.0.1:PORT" on stdout once it accepts) and forwards
-# every connection to HOST:PORT, byte for byte, with:
+# every connection to HOST:PORT, byte for byte. With several upstreams (one
+# store's servers, e.g. s3rver processes over one directory, as a load balancer
+# spreads a real store's connections) each new connection goes to the next, in
+# turn. Shaping:
 #
 #   --first_byte_ms  each request/response exchange waits this long before the
 #       first byte of the response goes to the client. A new response is
@@ -254,10 +258,10 @@ class Connection:
         self.done = 0
         self.lock = threading.Lock()
 
-    def run(self):
+    def run(self, upstream_addr):
         p = self.proxy
         try:
-            self.upstream = socket.create_connection(p.upstream_addr, timeout=10)
+            self.upstream = socket.create_connection(upstream_addr, timeout=10)
             self.upstream.settimeout(None)
             self.upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
@@ -367,8 +371,11 @@ class Connection:
 class Proxy:
     def __init__(self, args):
         self.args = args
-        host, _, port = args.upstream.rpartition(":")
-        self.upstream_addr = (host or "127.0.0.1", int(port))
+        self.upstreams = []
+        for u in args.upstream.split(","):
+            host, _, port = u.strip().rpartition(":")
+            self.upstreams.append((host or "127.0.0.1", int(port)))
+        self.next_upstream = 0  # Round robin; taken by serve() alone.
         self.first_byte = args.first_byte_ms / 1000.0
         self.rate = args.rate_mbps * 1e6
         self.stats = Stats()
@@ -403,7 +410,9 @@ class Proxy:
             with self.stats.lock:
                 self.stats.connections += 1
                 self.stats.active += 1
-            threading.Thread(target=conn.run, daemon=True).start()
+            addr = self.upstreams[self.next_upstream % len(self.upstreams)]
+            self.next_upstream += 1
+            threading.Thread(target=conn.run, args=(addr,), daemon=True).start()
 
     def write_stats(self, final):
         d = self.stats.as_dict(self.args, final)
@@ -430,7 +439,8 @@ class Proxy:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--upstream", required=True, help="HOST:PORT")
+    ap.add_argument("--upstream", required=True,
+                    help="HOST:PORT, or several separated by commas")
     ap.add_argument("--listen", type=int, default=0)
     ap.add_argument("--bind", default="127.0.0.1")
     ap.add_argument("--first_byte_ms", type=float, default=25.0)

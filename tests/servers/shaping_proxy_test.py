@@ -225,6 +225,44 @@ def test_sigterm(upstream, tmp_path):
     p.stop()
 
 
+def test_several_upstreams_in_turn(tmp_path):
+    """Each new connection goes to the next upstream, in turn."""
+    seen = []
+
+    class Named(Handler):
+        def do_GET(self):
+            seen.append(self.server.name)
+            self._send(self.server.name.encode())
+
+    servers = []
+    for name in ("a", "b", "c"):
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Named)
+        srv.daemon_threads = True
+        srv.name = name
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+    ups = ",".join(f"127.0.0.1:{s.server_address[1]}" for s in servers)
+    p = ShapingProxy(ups, first_byte_ms=0, rate_mbps=0,
+                     stats_file=str(tmp_path / "s.json"))
+    p.start()
+    try:
+        bodies = []
+        for _ in range(6):
+            c = conn(p)
+            for _ in range(2):  # A keep-alive connection stays with its server.
+                status, body, _ = get(c, "/bucket/obj")
+                assert status == 200
+                bodies.append(body)
+            c.close()
+        assert bodies == [b"a", b"a", b"b", b"b", b"c", b"c"] * 2
+        assert p.stats()["connections"] == 6
+    finally:
+        p.stop()
+        for srv in servers:
+            srv.shutdown()
+            srv.server_close()
+
+
 def test_parser_split_anywhere():
     """Request heads and chunk-size lines cut at every byte still parse."""
     body = b"GET /x HTTP/1.1\r\n\r\n"
