@@ -55,8 +55,12 @@ tools: see bench/README.md).
       [--parallel_writes 8] [--busy_readers 2] [--busy_files 256]
       [--busy_seconds 15] [--drop_caches] [--dir /tmp] [--keep]
       [--aws /usr/bin/aws] [--s3fs /usr/bin/s3fs] [--node node]
+      [--store_cpus 8-15 --node_cpus 0-7]
 
-The documented run is --shard_mib 512. Needs node and tests/servers/node_modules
+--store_cpus and --node_cpus give the store (s3rver, the front) and everything
+else (this script, the tools, the Larder cluster, the readers) cores of their
+own, as a store on other machines would be: then what a tool costs its node
+shows apart from what the store costs. The documented run is --shard_mib 512. Needs node and tests/servers/node_modules
 (scripts/install-deps.sh), awscli and s3fs (Debian packages; `apt-get install
 awscli` if /usr/bin/aws is missing: a tool that is missing is skipped with a
 note), and root for the FUSE mount.
@@ -549,8 +553,35 @@ def larder_cluster(env):
 
 
 def larder_cp(env, c, local, path, rank):
+    # --log_level=info: its write.closed line says where the time went.
     return [c.cli, "cp", local, path, "--overwrite", f"--node=node-{rank}",
-            f"--parallel_writes={env.args.parallel_writes}"]
+            f"--parallel_writes={env.args.parallel_writes}", "--log_level=info"]
+
+
+def larder_phases(env, what):
+    """A note from the ranks' last write.closed log lines: where a save's
+    time went (the last parts after the data ended, the commit at the
+    master, the publish to the workers)."""
+    fields = {"last_parts_ms": [], "commit_ms": [], "publish_ms": []}
+    for r in range(env.ranks):
+        try:
+            with open(env.log(f"rank{r}.err"), errors="replace") as f:
+                lines = [x for x in f if "write.closed" in x]
+        except OSError:
+            continue
+        if not lines:
+            continue
+        for kv in lines[-1].split():
+            k, _, v = kv.partition("=")
+            if k in fields:
+                fields[k].append(float(v))
+    if not all(fields.values()):
+        return None
+    def span(k):
+        return f"{min(fields[k]):.0f}-{max(fields[k]):.0f} ms"
+    return (f"{what} round {env.round + 1}: each rank's close took: last parts "
+            f"{span('last_parts_ms')}, commit {span('commit_ms')}, publish "
+            f"{span('publish_ms')}")
 
 
 def larder_reader(env, c, rank, paths):
@@ -574,6 +605,9 @@ def larder_rows(env):
     save = env.measure("larder", "save", env.save_bytes(), lambda: env.run_ranks(
         [larder_cp(env, c, env.shards[r], paths[r], r)
          for r in range(env.ranks)], env=e)[0])
+    note = larder_phases(env, "larder save")
+    if note:
+        env.state.setdefault("notes", []).append(note)
 
     def restore():
         seconds, outs = env.run_ranks(
@@ -721,6 +755,23 @@ RUNNERS = {"aws": aws_rows, "s3fs": s3fs_rows, "direct": direct_rows,
 
 
 # ------------------------------------------------------------------ driver --
+def parse_cpus(text):
+    """"0-3,8" -> {0, 1, 2, 3, 8}."""
+    cpus = set()
+    for part in text.split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def on_store_cpus(env):
+    """preexec_fn for the store's processes: their own cores, if given."""
+    cpus = parse_cpus(env.args.store_cpus)
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
 def start_s3rvers(env):
     """--s3rvers s3rver processes over one directory (s3rver keeps objects
     and multipart uploads in files, so any of them completes an upload whose
@@ -739,7 +790,8 @@ def start_s3rvers(env):
         proc = env.spawn([env.args.node, script, "--address", "127.0.0.1",
                           "--port", str(port), "--directory", data, "--silent",
                           "--configure-bucket", BUCKET],
-                         log=env.log(f"s3rver{i}.log"), env=e)
+                         log=env.log(f"s3rver{i}.log"), env=e,
+                         preexec_fn=on_store_cpus(env))
         if not wait_port(port, 30, proc):
             raise RuntimeError(f"s3rver did not listen on {port}; see "
                                f"{env.log(f's3rver{i}.log')}")
@@ -825,6 +877,10 @@ def main():
     ap.add_argument("--aws", default="/usr/bin/aws")
     ap.add_argument("--s3fs", default="/usr/bin/s3fs")
     ap.add_argument("--node", default="node", help="the node binary for s3rver")
+    ap.add_argument("--store_cpus", default="",
+                    help="cores for s3rver and the front, e.g. 8-15")
+    ap.add_argument("--node_cpus", default="",
+                    help="cores for everything else, e.g. 0-7")
     ap.add_argument("--busy_readers", type=int, default=2)
     ap.add_argument("--busy_files", type=int, default=256)
     ap.add_argument("--busy_seconds", type=float, default=15)
@@ -848,6 +904,8 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
 
+    if args.node_cpus:  # Inherited by every process started from here on.
+        os.sched_setaffinity(0, parse_cpus(args.node_cpus))
     workdir = tempfile.mkdtemp(prefix="larder-ckptbench.", dir=args.dir)
     for sub in ("logs", "shards", "restore"):
         os.makedirs(os.path.join(workdir, sub))
@@ -867,7 +925,8 @@ def main():
                                  rate_mbps=args.rate_mbps,
                                  stats_file=os.path.join(workdir, "front.json"),
                                  python=PYTHON,
-                                 stderr=open(env.log("front.log"), "ab"))
+                                 stderr=open(env.log("front.log"), "ab"),
+                                 preexec_fn=on_store_cpus(env))
         env.proxy.start()
         env.defer(env.proxy.stop)
         env.endpoint = env.proxy.endpoint
@@ -896,7 +955,8 @@ def main():
                           file=sys.stderr, flush=True)
                 rows += got
             rows_by_round.append(rows)
-        print_table(env, rows_by_round, notes + env.state.get("busy_notes", []))
+        print_table(env, rows_by_round, notes + env.state.get("notes", []) +
+                    env.state.get("busy_notes", []))
         final = env.proxy.stats()
         if final.get("parse_errors"):
             print(f"front: {final['parse_errors']} streams it could not parse "

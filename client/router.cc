@@ -54,7 +54,7 @@ Router::Route Router::Owners(std::shared_ptr<const RingSnapshot> ring,
                              const BlockId& id, int n) const {
   Route r;
   r.ring = std::move(ring);
-  for (int i : r.ring->ring.Successors(id.Key().low, n)) {
+  for (int i : r.ring->ring.Successors(id.Placement(), n)) {
     const v1::WorkerInfo& w = r.ring->workers[static_cast<size_t>(i)];
     r.candidates.push_back(
         {&w, r.ring->clients[static_cast<size_t>(i)].get(), Local(w)});
@@ -184,7 +184,7 @@ void Router::LocateAhead(absl::Span<const BlockId* const> ids) {
       auto it = located_.find(key);
       if (it != located_.end() && it->second.expires > now) continue;
       keys.push_back(std::move(key));
-      std::vector<int> owner = ring->ring.Successors(id->Key().low, 1);
+      std::vector<int> owner = ring->ring.Successors(id->Placement(), 1);
       owners.push_back(owner.empty() ? std::string()
                                      : ring->workers[owner[0]].id());
     }

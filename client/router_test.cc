@@ -90,7 +90,7 @@ TEST(RouterTest, OwnersFollowTheRingAndMarkTheLocalWorker) {
     const Router::Route r = f.router.Owners(Block(b), 3);
     ASSERT_EQ(r.candidates.size(), 3u);
     const std::vector<int> expect =
-        ring->ring.Successors(Block(b).Key().low, 3);
+        ring->ring.Successors(Block(b).Placement(), 3);
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_EQ(r.candidates[i].worker, &ring->workers[expect[i]]);
       EXPECT_EQ(r.candidates[i].client, ring->clients[expect[i]].get());

@@ -65,10 +65,12 @@ class WriterImpl final : public Writer {
 
   absl::StatusOr<FileInfo> Close() override {
     if (done_) return Finished();
+    const absl::Time close_start = absl::Now();
     // The last part (an empty object is one part of 0 bytes).
     absl::Status st = error();
     if (st.ok() && (!buf_.empty() || next_number_ == 1)) st = SendPart();
     WaitForParts();
+    const absl::Time parts_done = absl::Now();
     if (st.ok()) st = error();
     if (!st.ok()) {
       Abort().IgnoreError();
@@ -88,9 +90,23 @@ class WriterImpl final : public Writer {
       return st;
     }
     done_ = true;
+    const absl::Time committed = absl::Now();
     Publish(resp.stat());
     // The commit's invalidation, into this process's metadata cache.
     deps_.refresh_ring().IgnoreError();
+    const absl::Time end = absl::Now();
+    // Where a write's time went: the parts (writing them, less what the
+    // caller spent producing the bytes), the commit at the master (the
+    // store's Complete), the publish (blocks moved to their owners).
+    LARDER_LOG(INFO, "write.closed")
+        .Field("path", path_)
+        .Field("bytes", size_)
+        .Field("parts", next_number_ - 1)
+        .Field("seconds", absl::ToDoubleSeconds(end - created_))
+        .Field("last_parts_ms",
+               absl::ToDoubleMilliseconds(parts_done - close_start))
+        .Field("commit_ms", absl::ToDoubleMilliseconds(committed - parts_done))
+        .Field("publish_ms", absl::ToDoubleMilliseconds(end - committed));
     return FromProto(resp.stat().info());
   }
 
@@ -106,8 +122,15 @@ class WriterImpl final : public Writer {
     v1::PublishWriteRequest discard;
     *discard.mutable_handle() = handle_;
     discard.set_discard(true);
-    for (auto& [address, kept] : Kept())
-      kept.client->PublishWrite(discard, absl::Seconds(10)).IgnoreError();
+    // Every worker of the ring: a part that failed may have left blocks
+    // with the workers it was forwarded to, which no answer named.
+    std::map<std::string, std::shared_ptr<WorkerClient>> all;
+    for (auto& [address, kept] : Kept()) all[address] = kept.client;
+    std::shared_ptr<const RingSnapshot> ring = deps_.router->snapshot();
+    for (const std::shared_ptr<WorkerClient>& c : ring->clients)
+      all.emplace(c->address(), c);
+    for (auto& [address, client] : all)
+      client->PublishWrite(discard, absl::Seconds(10)).IgnoreError();
     return st;
   }
 
@@ -170,34 +193,59 @@ class WriterImpl final : public Writer {
     mu_.Await(absl::Condition(this, &WriterImpl::NoneInFlight));
   }
 
-  // Sends one part to a worker of the ring, the next one round robin, and
-  // on to the others while they fail with errors another may not have.
-  // When all of them failed, the ring is asked for again and the round
-  // repeated after a pause (250 ms, 500 ms, 1 s): a worker that has not
-  // yet learnt a new mount while the master restarts answers Unavailable
-  // for that long.
+  // Sends one part to the worker that owns its first block (placement
+  // leaves the version out, so the owners are known before the commit),
+  // which uploads it, keeps the blocks it owns and sends the others to
+  // their owners; so at the commit every block is at its owner. While
+  // workers fail with errors another may not have, the part goes on to the
+  // next worker of the ring. When all of them failed, the ring is asked for
+  // again and the round repeated after a pause (250 ms, 500 ms, 1 s): a
+  // worker that has not yet learnt a new mount while the master restarts
+  // answers Unavailable for that long.
   absl::Status RunPart(uint32_t number, uint64_t offset,
                        const std::string& data) {
     const uint64_t bs = handle_.block_size();
-    v1::WritePartHeader header;
-    *header.mutable_handle() = handle_;
-    header.set_number(number);
-    header.set_offset(offset);
-    header.set_size(data.size());
-    header.set_upload(true);
     std::vector<uint64_t> blocks;
-    for (uint64_t at = 0; at < data.size(); at += bs) {
+    for (uint64_t at = 0; at < data.size(); at += bs)
       blocks.push_back((offset + at) / bs);
-      header.add_keep_blocks((offset + at) / bs);
-    }
     absl::Status last = absl::UnavailableError("no worker in the ring");
     constexpr int kRounds = 4;
     for (int round = 0; round < kRounds; ++round) {
       std::shared_ptr<const RingSnapshot> ring = deps_.router->snapshot();
       const size_t n = ring->clients.size();
-      const size_t start = next_worker_.fetch_add(1);
+      // The owner of each block on this ring, as an index into it.
+      std::vector<size_t> owner(blocks.size(), n);
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        const BlockId id{
+            handle_.mount(), handle_.relative(), "", blocks[b], bs, 0};
+        Router::Route r = deps_.router->Owners(ring, id, 1);
+        if (!r.empty())
+          owner[b] =
+              static_cast<size_t>(r.front().worker - ring->workers.data());
+      }
+      const size_t start =
+          !blocks.empty() && owner[0] < n
+              ? owner[0]
+              : next_worker_.fetch_add(1) % std::max<size_t>(n, 1);
       for (size_t i = 0; i < n; ++i) {
-        const std::shared_ptr<WorkerClient>& w = ring->clients[(start + i) % n];
+        const size_t at = (start + i) % n;
+        const std::shared_ptr<WorkerClient>& w = ring->clients[at];
+        v1::WritePartHeader header;
+        *header.mutable_handle() = handle_;
+        header.set_number(number);
+        header.set_offset(offset);
+        header.set_size(data.size());
+        header.set_upload(true);
+        std::vector<uint64_t> own;
+        for (size_t b = 0; b < blocks.size(); ++b) {
+          if (owner[b] == at) {
+            own.push_back(blocks[b]);
+            header.add_keep_blocks(blocks[b]);
+          } else if (owner[b] < n) {
+            (*header.mutable_forward())[blocks[b]] =
+                ring->workers[owner[b]].address();
+          }
+        }
         absl::StatusOr<v1::WritePartResponse> r = w->WritePart(header, data);
         // A worker whose write buffer is full: wait for it a little.
         for (int wait = 0;
@@ -211,10 +259,12 @@ class WriterImpl final : public Writer {
         if (r.ok()) {
           absl::MutexLock lock(&mu_);
           parts_[number] = r->part();
-          if (r->kept_blocks() > 0) {
-            KeptAt& k = kept_[w->address()];
-            k.client = w;
-            k.blocks.insert(k.blocks.end(), blocks.begin(), blocks.end());
+          if (r->kept_blocks() > 0) NoteKept(w, own);
+          for (const auto& [index, address] : r->kept_elsewhere()) {
+            for (size_t k = 0; k < n; ++k) {
+              if (ring->workers[k].address() == address)
+                NoteKept(ring->clients[k], {index});
+            }
           }
           return absl::OkStatus();
         }
@@ -235,6 +285,15 @@ class WriterImpl final : public Writer {
         last.code(),
         absl::StrCat(path_, ": part ", number,
                      ": no worker could upload it: ", last.message()));
+  }
+
+  // Notes that `w` keeps `blocks` until the publish.
+  void NoteKept(const std::shared_ptr<WorkerClient>& w,
+                const std::vector<uint64_t>& blocks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    KeptAt& k = kept_[w->address()];
+    k.client = w;
+    k.blocks.insert(k.blocks.end(), blocks.begin(), blocks.end());
   }
 
   std::map<std::string, KeptAt> Kept() {
@@ -277,6 +336,7 @@ class WriterImpl final : public Writer {
   const WriterDeps deps_;
   const std::string path_;
   const v1::WriteHandle handle_;
+  const absl::Time created_ = absl::Now();
   std::string buf_;
   uint64_t size_ = 0;
   uint64_t offset_ = 0;

@@ -9,16 +9,18 @@
 //
 //   1. BeginWrite at the master: the handle (upload id, part size).
 //   2. Write cuts the bytes into parts (common/write_parts.h) and sends each,
-//      as soon as it is full, to a worker of the ring, round robin (so one
-//      writer's upload uses every worker's bandwidth), with up to
-//      parallel_writes parts in flight; a worker that fails is replaced by
-//      the next. The worker uploads the part and keeps its blocks.
+//      as soon as it is full, to the worker that owns the part's first block
+//      (a block's place on the ring leaves the version out, so its owners
+//      are known now; parts spread over every worker, so one writer's
+//      upload uses every worker's bandwidth), with up to parallel_writes
+//      parts in flight; a worker that fails is replaced by the next. The
+//      worker uploads the part, keeps the blocks it owns and sends the
+//      others to their owners (WritePartHeader.forward) meanwhile.
 //   3. Close: the last part, then CommitWrite at the master, which completes
 //      the upload and invalidates the path everywhere; then PublishWrite to
-//      every worker that kept blocks, naming the owner of each block of the
-//      committed version (the version takes part in the block key, so only
-//      now are the owners known): each caches the blocks it owns and sends
-//      the others to their owners.
+//      every worker that kept blocks: each caches them under the committed
+//      version (and sends any the ring has since given to another worker
+//      there).
 //
 // Abort (or a failure) aborts the upload at the master and tells the workers
 // to drop what they kept.

@@ -42,6 +42,12 @@ BlockKey BlockId::Key() const {
   return BlockKey{v.low, v.high};
 }
 
+uint64_t BlockId::Placement() const {
+  Hasher h;
+  h.Add("larder-place-v1").Add(mount).Add(path).Add(block_size).Add(index);
+  return h.Finish128().low;
+}
+
 uint64_t BlockId::length() const {
   if (offset() >= object_size) return 0;
   return std::min(block_size, object_size - offset());

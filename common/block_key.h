@@ -8,9 +8,12 @@
 // block `index` of an object covers bytes [index * block_size,
 // min(object_size, (index + 1) * block_size)). Its key hashes the mount, the
 // object path, the object version, the block size and the index, so a changed
-// object or a re-configured mount can never hit old bytes. The key is part of
-// the cluster's wire contract (it places the block on the ring): never change
-// how it is computed.
+// object or a re-configured mount can never hit old bytes. Its place on the
+// ring hashes the same but the version: a writer knows which workers will
+// own the blocks of an object before the store names its version, and sends
+// each part to them. Both are part of the cluster's wire contract (every
+// client and worker must compute them alike): never change how either is
+// computed.
 #ifndef LARDER_COMMON_BLOCK_KEY_H_
 #define LARDER_COMMON_BLOCK_KEY_H_
 
@@ -60,6 +63,9 @@ struct BlockId {
   uint64_t object_size = 0;
 
   BlockKey Key() const;
+  // The block's position on the ring (common/ring.h): its owner. Hashes
+  // the mount, path, block size and index, not the version.
+  uint64_t Placement() const;
   // First byte of the block within the object.
   uint64_t offset() const { return index * block_size; }
   // Bytes in this block (the last one is shorter).

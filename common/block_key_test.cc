@@ -32,6 +32,24 @@ TEST(BlockKeyTest, EveryFieldChangesTheKey) {
   EXPECT_EQ(Id(3, 11 * kDefaultBlockSize).Key(), base);
 }
 
+TEST(BlockKeyTest, ThePlacementIsTheKeyLessTheVersion) {
+  const uint64_t base = Id(3).Placement();
+  BlockId b = Id(3);
+  b.version = "etag2";  // A writer places blocks before the version exists.
+  EXPECT_EQ(b.Placement(), base);
+  b.mount = "m2";
+  EXPECT_NE(b.Placement(), base);
+  b = Id(3);
+  b.path = "train/y.jpg";
+  EXPECT_NE(b.Placement(), base);
+  b = Id(3);
+  b.block_size = 1 << 20;
+  EXPECT_NE(b.Placement(), base);
+  EXPECT_NE(Id(4).Placement(), base);
+  // Part of the wire contract: every process places a block alike.
+  EXPECT_EQ(Id(3).Placement(), 0x3c3a6f0aa8c2a526ull);
+}
+
 TEST(BlockKeyTest, Lengths) {
   EXPECT_EQ(Id(0).length(), kDefaultBlockSize);
   EXPECT_EQ(Id(10).length(), 5u);

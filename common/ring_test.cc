@@ -19,7 +19,7 @@ std::vector<RingMember> Members(int n, int first = 0) {
   return m;
 }
 
-// Positions of real block keys: the ring is fed BlockKey::low.
+// Positions of real blocks: the ring is fed BlockId::Placement().
 std::vector<uint64_t> Keys(int n) {
   std::vector<uint64_t> keys;
   for (int i = 0; i < n; ++i) {
@@ -29,7 +29,7 @@ std::vector<uint64_t> Keys(int n) {
                static_cast<uint64_t>(i % 7),
                kDefaultBlockSize,
                1 << 30};
-    keys.push_back(id.Key().low);
+    keys.push_back(id.Placement());
   }
   return keys;
 }

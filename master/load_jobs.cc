@@ -247,7 +247,7 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
     blocks_left[i] = n;
     for (uint64_t b = 0; b < n; ++b) {
       BlockId id{mount, rel, f.version(), b, block_size, f.size()};
-      per_worker[ring.Owner(id.Key().low)].push_back({std::move(id), i});
+      per_worker[ring.Owner(id.Placement())].push_back({std::move(id), i});
     }
   }
   {

@@ -10,7 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/worker_client.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -316,13 +318,13 @@ class WritePartReactor final
                         "WritePart: a second header"));
       return;
     }
-    if (request_.data().size() > header_.size() - data_.size()) {
+    if (request_.data().size() > header_.size() - data_->size()) {
       Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("WritePart: more data than the part's ",
                                      header_.size(), " bytes")));
       return;
     }
-    data_.append(request_.data());
+    data_->append(request_.data());
     request_.Clear();
     StartRead(&request_);
   }
@@ -357,12 +359,23 @@ class WritePartReactor final
           kMaxWriteParts, ", at a multiple of the block size, at most ",
           kMaxWritePartBytes, " bytes)"));
     }
+    auto in_part = [&](uint64_t index) {
+      return index <= UINT64_MAX / bs && index * bs >= header_.offset() &&
+             index * bs - header_.offset() <
+                 std::max<uint64_t>(header_.size(), 1);
+    };
     for (uint64_t index : header_.keep_blocks()) {
-      if (index > UINT64_MAX / bs || index * bs < header_.offset() ||
-          index * bs - header_.offset() >=
-              std::max<uint64_t>(header_.size(), 1)) {
+      if (!in_part(index)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "WritePart: block ", index, " is not in part ", header_.number()));
+      }
+    }
+    for (const auto& [index, address] : header_.forward()) {
+      if (!in_part(index) || address.empty() || address.size() > 256 ||
+          absl::c_linear_search(header_.keep_blocks(), index)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "WritePart: block ", index, " of part ", header_.number(),
+            " cannot be forwarded to '", address.substr(0, 256), "'"));
       }
     }
     if (header_.upload() && h.upload_id().empty()) {
@@ -376,7 +389,7 @@ class WritePartReactor final
                        " bytes must wait (retry)"));
     }
     reserved_ = header_.size();
-    data_.reserve(header_.size());
+    data_->reserve(header_.size());
     store_ = m.store;
     return absl::OkStatus();
   }
@@ -387,10 +400,10 @@ class WritePartReactor final
                           "WritePart: no header"));
       return;
     }
-    if (data_.size() != header_.size()) {
+    if (data_->size() != header_.size()) {
       Done(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("WritePart: the stream ended after ", data_.size(),
+          absl::StrCat("WritePart: the stream ended after ", data_->size(),
                        " of the part's ", header_.size(), " bytes")));
       return;
     }
@@ -410,30 +423,52 @@ class WritePartReactor final
 
   absl::Status Work() {
     const v1::WriteHandle& h = header_.handle();
+    // The blocks are kept as slices of the part: no copy.
+    const uint32_t kept =
+        header_.keep_blocks().empty()
+            ? 0
+            : service_->staging_->Keep(h, data_, header_.offset(),
+                                       header_.keep_blocks());
+    // The blocks other workers own go to them while the part uploads, one
+    // thread per owner.
+    std::map<std::string, std::vector<std::pair<uint64_t, WriteStaging::Block>>>
+        by_owner;
     const uint64_t bs = h.block_size();
-    uint32_t kept = 0;
-    for (uint64_t index : header_.keep_blocks()) {
-      const uint64_t begin = index * bs - header_.offset();
-      if (service_->staging_->Keep(
-              h, index,
-              data_.substr(begin, std::min(bs, data_.size() - begin))))
-        ++kept;
+    for (const auto& [index, address] : header_.forward()) {
+      const size_t begin = static_cast<size_t>(index * bs - header_.offset());
+      by_owner[address].emplace_back(
+          index, WriteStaging::Block{data_, begin,
+                                     static_cast<size_t>(std::min<uint64_t>(
+                                         bs, data_->size() - begin))});
+    }
+    absl::Mutex kept_mu;
+    std::vector<std::thread> forwards;
+    for (const auto& [address, blocks] : by_owner) {
+      forwards.emplace_back([&, address = &address, blocks = &blocks] {
+        std::vector<uint64_t> done = service_->SendKept(*address, h, *blocks);
+        absl::MutexLock lock(&kept_mu);
+        for (uint64_t index : done)
+          (*response_->mutable_kept_elsewhere())[index] = *address;
+      });
+    }
+    absl::StatusOr<UploadedPart> p = UploadedPart{};
+    if (header_.upload()) {
+      p = store_->UploadPart(h.relative(), h.upload_id(), header_.number(),
+                             header_.offset(), *data_);
+    }
+    for (std::thread& t : forwards) t.join();
+    if (!p.ok()) {
+      LARDER_LOG(WARNING, "write.upload_part")
+          .Field("path", absl::StrCat(h.mount(), "/", h.relative()))
+          .Field("part", header_.number())
+          .Field("status", p.status());
+      // The store's failure (already retried): another worker would meet
+      // the same store.
+      return MarkStoreError(p.status());
     }
     if (header_.upload()) {
-      absl::StatusOr<UploadedPart> p =
-          store_->UploadPart(h.relative(), h.upload_id(), header_.number(),
-                             header_.offset(), data_);
-      if (!p.ok()) {
-        LARDER_LOG(WARNING, "write.upload_part")
-            .Field("path", absl::StrCat(h.mount(), "/", h.relative()))
-            .Field("part", header_.number())
-            .Field("status", p.status());
-        // The store's failure (already retried): another worker would
-        // meet the same store.
-        return MarkStoreError(p.status());
-      }
       service_->metrics_->write_bytes.Increment(
-          static_cast<double>(data_.size()));
+          static_cast<double>(data_->size()));
       v1::UploadedPart* out = response_->mutable_part();
       out->set_number(p->number);
       out->set_offset(p->offset);
@@ -450,7 +485,8 @@ class WritePartReactor final
   v1::WritePartRequest request_;
   v1::WritePartHeader header_;
   bool have_header_ = false;
-  std::string data_;
+  // The part's bytes; its kept blocks share it (WriteStaging::Block).
+  std::shared_ptr<std::string> data_ = std::make_shared<std::string>();
   uint64_t reserved_ = 0;
   std::shared_ptr<UnderStore> store_;
 };
@@ -506,38 +542,55 @@ grpc::ServerUnaryReactor* DataService::PublishWrite(
   return reactor;
 }
 
+std::vector<uint64_t> DataService::SendKept(
+    const std::string& address, const v1::WriteHandle& handle,
+    const std::vector<std::pair<uint64_t, WriteStaging::Block>>& blocks) {
+  std::vector<uint64_t> kept;
+  if (channels_ == nullptr || peers_ == nullptr) {
+    LARDER_LOG(WARNING, "write.forward")
+        .Field("to", address)
+        .Field("status", "a standalone worker has no peers to send blocks to");
+    return kept;
+  }
+  if (!peers_->Contains(address)) {
+    LARDER_LOG(WARNING, "write.forward")
+        .Field("to", address.substr(0, 256))
+        .Field("status", "not a worker of the ring: nothing sent");
+    return kept;
+  }
+  WorkerClient peer(address, *channels_);
+  for (const auto& [index, block] : blocks) {
+    v1::WritePartHeader header;
+    *header.mutable_handle() = handle;
+    header.set_number(1);
+    header.set_offset(index * handle.block_size());
+    header.set_size(block.size);
+    header.add_keep_blocks(index);
+    absl::StatusOr<v1::WritePartResponse> r =
+        peer.WritePart(header, block.bytes());
+    if (!r.ok()) {
+      LARDER_LOG(WARNING, "write.forward")
+          .Field("to", address)
+          .Field("block", index)
+          .Field("status", r.status());
+      break;
+    }
+    if (r->kept_blocks() == 1) kept.push_back(index);
+  }
+  return kept;
+}
+
 uint32_t DataService::Forward(const v1::PublishWriteRequest& request,
                               WriteStaging::Forwarded& forwarded) {
   if (forwarded.empty()) return 0;
-  if (channels_ == nullptr) {
-    LARDER_LOG(WARNING, "write.forward")
-        .Field("status", "a standalone worker has no peers to send blocks to");
-    return 0;
-  }
   // One thread per owner: each sends its blocks, then publishes them.
   std::atomic<uint32_t> sent{0};
   std::vector<std::thread> threads;
   for (auto& [address, blocks] : forwarded) {
     threads.emplace_back([&, address = address, blocks = &blocks] {
-      WorkerClient peer(address, *channels_);
       const v1::WriteHandle& h = request.handle();
-      uint32_t kept = 0;
-      for (auto& [index, data] : *blocks) {
-        v1::WritePartHeader header;
-        *header.mutable_handle() = h;
-        header.set_number(1);
-        header.set_offset(index * h.block_size());
-        header.set_size(data.size());
-        header.add_keep_blocks(index);
-        absl::StatusOr<v1::WritePartResponse> r = peer.WritePart(header, data);
-        if (!r.ok()) {
-          LARDER_LOG(WARNING, "write.forward")
-              .Field("to", address)
-              .Field("status", r.status());
-          return;
-        }
-        kept += r->kept_blocks();
-      }
+      if (SendKept(address, h, *blocks).empty()) return;
+      WorkerClient peer(address, *channels_);
       v1::PublishWriteRequest publish;
       *publish.mutable_handle() = h;
       publish.set_version(request.version());

@@ -22,12 +22,16 @@
 #define LARDER_WORKER_DATA_SERVICE_H_
 
 #include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/block_proto.h"
 #include "common/security.h"
 #include "common/thread_pool.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/block_store.h"
+#include "worker/peers.h"
 #include "worker/worker_mounts.h"
 #include "worker/writes.h"
 
@@ -76,13 +80,17 @@ class DataService final
   // Writes (worker/writes.h): WritePart keeps blocks in `staging` and
   // uploads parts on `uploads` (threads of their own, so uploads never
   // hold up the reads' misses). Without them writes are UNIMPLEMENTED.
-  // `channels` (may be null: standalone) reach the other workers, to
-  // which PublishWrite sends the blocks they own.
+  // `channels` reach the other workers, to which WritePart and
+  // PublishWrite send the blocks they own, when `peers` lists them (both
+  // may be null: a standalone worker sends nothing). All must outlive the
+  // service.
   void EnableWrites(WriteStaging* staging, ThreadPool* uploads,
-                    std::shared_ptr<const ChannelFactory> channels) {
+                    std::shared_ptr<const ChannelFactory> channels,
+                    PeerSet* peers) {
     staging_ = staging;
     uploads_ = uploads;
     channels_ = std::move(channels);
+    peers_ = peers;
   }
   grpc::ServerReadReactor<v1::WritePartRequest>* WritePart(
       grpc::CallbackServerContext* context,
@@ -95,11 +103,18 @@ class DataService final
  private:
   friend class ReadBlockReactor;
   friend class WritePartReactor;
-  // Sends forwarded kept blocks to their owners; returns how many they
-  // cached.
+  // Sends forwarded kept blocks to their owners, then publishes them there;
+  // returns how many they cached.
   uint32_t Forward(const v1::PublishWriteRequest& request,
                    WriteStaging::Forwarded& forwarded);
+  // Sends `blocks` of the write to the worker at `address` to be kept
+  // there (WritePart without upload), if it is a peer; returns the indexes
+  // it kept.
+  std::vector<uint64_t> SendKept(
+      const std::string& address, const v1::WriteHandle& handle,
+      const std::vector<std::pair<uint64_t, WriteStaging::Block>>& blocks);
   WriteStaging* staging_ = nullptr;
+  PeerSet* peers_ = nullptr;
   ThreadPool* uploads_ = nullptr;
   std::shared_ptr<const ChannelFactory> channels_;
   BlockStore* const store_;

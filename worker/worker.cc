@@ -11,7 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/master_connection.h"
 #include "common/status_macros.h"
 
 namespace larder {
@@ -82,8 +84,23 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
       std::make_unique<WriteStaging>(w->store_.get(), w->options_.writes);
   w->upload_executor_ =
       std::make_unique<ThreadPool>(w->options_.upload_threads, "larder-upload");
+  if (!w->options_.master.empty()) {
+    // The workers that writes may send blocks to: the master's ring.
+    LARDER_ASSIGN_OR_RETURN(
+        std::shared_ptr<MasterConnection> master,
+        MasterConnection::Create(w->options_.master, channels));
+    w->peers_ = std::make_unique<PeerSet>(
+        [master]() -> absl::StatusOr<v1::Ring> {
+          v1::Ring ring;
+          LARDER_RETURN_IF_ERROR(FromGrpcStatus(
+              master->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(),
+                           &ring, absl::Seconds(5))));
+          return ring;
+        },
+        &w->ring_version_);
+  }
   w->service_->EnableWrites(w->staging_.get(), w->upload_executor_.get(),
-                            channels);
+                            channels, w->peers_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(w->options_.listen, creds, &w->grpc_port_);

@@ -28,6 +28,7 @@
 #include "worker/master_link.h"
 #include "worker/metadata_service.h"
 #include "worker/metrics.h"
+#include "worker/peers.h"
 #include "worker/short_circuit.h"
 #include "worker/worker_mounts.h"
 #include "worker/writes.h"
@@ -103,6 +104,7 @@ class Worker {
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<DataService> service_;
   std::unique_ptr<WriteStaging> staging_;
+  std::unique_ptr<PeerSet> peers_;  // With a master.
   std::unique_ptr<ThreadPool> upload_executor_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetadataService> metadata_;  // With a master.

@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "worker/writes.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -23,23 +24,44 @@ void WriteStaging::Release(uint64_t bytes) {
   bytes_ -= std::min(bytes_, bytes);
 }
 
-bool WriteStaging::Keep(const v1::WriteHandle& handle, uint64_t index,
-                        std::string data) {
+uint32_t WriteStaging::Keep(const v1::WriteHandle& handle,
+                            std::shared_ptr<const std::string> part,
+                            uint64_t part_offset,
+                            absl::Span<const uint64_t> indexes) {
+  const uint64_t bs = handle.block_size();
+  std::vector<std::pair<uint64_t, Block>> blocks;
+  blocks.reserve(indexes.size());
+  uint64_t adding = 0;
+  for (uint64_t index : indexes) {
+    if (bs == 0 || index > UINT64_MAX / bs || index * bs < part_offset)
+      return 0;
+    const uint64_t begin = index * bs - part_offset;
+    // A 0-byte part holds one block of 0 bytes (an empty object).
+    if (begin > part->size() || (begin == part->size() && begin != 0)) return 0;
+    const size_t size =
+        static_cast<size_t>(std::min<uint64_t>(bs, part->size() - begin));
+    blocks.emplace_back(index, Block{part, static_cast<size_t>(begin), size});
+    adding += size;
+  }
   absl::MutexLock lock(&mu_);
-  Kept& k = writes_[handle.write_id()];
-  if (k.blocks.empty()) {
+  auto [it, added] = writes_.try_emplace(handle.write_id());
+  Kept& k = it->second;
+  if (added) {
     k.handle = handle;
     k.first = absl::Now();
   }
-  auto it = k.blocks.find(index);
-  const uint64_t old = it == k.blocks.end() ? 0 : it->second.size();
-  if (bytes_ - old + data.size() > options_.max_bytes) {
-    if (k.blocks.empty()) writes_.erase(handle.write_id());
-    return false;
+  uint64_t replacing = 0;
+  for (const auto& [index, block] : blocks) {
+    if (auto old = k.blocks.find(index); old != k.blocks.end())
+      replacing += old->second.size;
   }
-  bytes_ = bytes_ - old + data.size();
-  k.blocks[index] = std::move(data);
-  return true;
+  if (bytes_ - replacing + adding > options_.max_bytes) {
+    if (k.blocks.empty()) writes_.erase(it);
+    return 0;
+  }
+  bytes_ = bytes_ - replacing + adding;
+  for (auto& [index, block] : blocks) k.blocks[index] = std::move(block);
+  return static_cast<uint32_t>(blocks.size());
 }
 
 absl::StatusOr<uint32_t> WriteStaging::Publish(
@@ -71,7 +93,7 @@ absl::StatusOr<uint32_t> WriteStaging::Publish(
         object_size, " bytes): the kept blocks are dropped"));
   }
   uint32_t published = 0;
-  for (auto& [index, data] : kept.blocks) {
+  for (auto& [index, block] : kept.blocks) {
     BlockId id;
     id.mount = h.mount();
     id.path = h.relative();
@@ -80,19 +102,19 @@ absl::StatusOr<uint32_t> WriteStaging::Publish(
     id.block_size = h.block_size();
     id.object_size = object_size;
     if (absl::Status st = id.Validate();
-        !st.ok() || data.size() != id.length()) {
+        !st.ok() || block.size != id.length()) {
       LARDER_LOG(WARNING, "write.kept_block_mismatch")
           .Field("block", id.DebugString())
-          .Field("kept_bytes", data.size())
+          .Field("kept_bytes", block.size)
           .Field("status", st);
       continue;
     }
     if (auto f = forward.find(index);
         f != forward.end() && !f->second.empty()) {
-      (*forwarded)[f->second].emplace_back(index, std::move(data));
+      (*forwarded)[f->second].emplace_back(index, std::move(block));
       continue;
     }
-    if (absl::Status st = store_->Put(id, data); !st.ok()) {
+    if (absl::Status st = store_->Put(id, block.bytes()); !st.ok()) {
       LARDER_LOG(WARNING, "write.publish_block")
           .Field("block", id.DebugString())
           .Field("status", st);
@@ -122,7 +144,7 @@ void WriteStaging::Expire(absl::Time now) {
 
 WriteStaging::Kept WriteStaging::Take(WriteMap::iterator it) {
   for (const auto& [index, block] : it->second.blocks)
-    bytes_ -= std::min<uint64_t>(bytes_, block.size());
+    bytes_ -= std::min<uint64_t>(bytes_, block.size);
   Kept kept = std::move(it->second);
   writes_.erase(it);
   return kept;

@@ -7,14 +7,14 @@
 // The worker's half of a write (see Master.BeginWrite in proto/master.proto).
 // A writer sends each part of the object to the worker that owns the part's
 // first block (WorkerData.WritePart, upload = true), which uploads the part
-// to the under-store; and the part's blocks to the workers that own them
-// (upload = false), which keep them here, in WriteStaging, under the write's
-// id. After the master committed the object, the writer tells those workers
-// its version (PublishWrite): each checks with the under-store that the
-// object has that version and size, then moves the kept blocks into its
-// block store as cached blocks of that version. So the first read after a
-// commit is a hit on every node, and a write's upload is spread over the
-// workers instead of one process.
+// to the under-store, keeps the blocks it owns here, in WriteStaging, under
+// the write's id, and sends the others to the workers that own them
+// (upload = false), which keep them likewise. After the master committed
+// the object, the writer tells those workers its version (PublishWrite):
+// each checks with the under-store that the object has that version and
+// size, then moves the kept blocks into its block store as cached blocks of
+// that version. So the first read after a commit is a hit on every node,
+// and a write's upload is spread over the workers instead of one process.
 //
 // Nothing a writer keeps here is served before the commit, and nothing is
 // served as a version the under-store does not hold with that size. Kept
@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,8 +36,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "proto/larder.pb.h"
 #include "understore/under_store.h"
 #include "worker/block_store.h"
@@ -62,10 +65,26 @@ class WriteStaging {
   bool Reserve(uint64_t bytes);
   void Release(uint64_t bytes);
 
-  // Keeps `data` as block `index` of the write (replacing what the same
-  // index held: a part sent again), in the budget until published or
-  // dropped. False (nothing kept) when the budget is spent.
-  bool Keep(const v1::WriteHandle& handle, uint64_t index, std::string data);
+  // A kept block: a slice of the part it came in, which its blocks share
+  // (keeping them copies nothing; the part is freed with its last block).
+  struct Block {
+    std::shared_ptr<const std::string> part;
+    size_t offset = 0;
+    size_t size = 0;
+    absl::string_view bytes() const {
+      return absl::string_view(*part).substr(offset, size);
+    }
+  };
+
+  // Keeps blocks `indexes` of the write out of `part`, the bytes of a part
+  // that starts at byte `part_offset` of the object (block i is the slice
+  // at i * block_size - part_offset), in the budget until published or
+  // dropped; a block kept again (a part sent again) replaces the earlier.
+  // All or none: returns how many were kept, 0 when the budget has no room
+  // for them all or an index is not in the part.
+  uint32_t Keep(const v1::WriteHandle& handle,
+                std::shared_ptr<const std::string> part, uint64_t part_offset,
+                absl::Span<const uint64_t> indexes);
 
   // Moves the write's kept blocks into the block store as blocks of
   // `version` (object of `object_size` bytes), after checking with `store`
@@ -75,7 +94,7 @@ class WriteStaging {
   // Errors: FailedPrecondition (the store holds another version or size:
   // nothing is published), the store's Stat errors.
   using Forwarded =
-      std::map<std::string, std::vector<std::pair<uint64_t, std::string>>>;
+      std::map<std::string, std::vector<std::pair<uint64_t, Block>>>;
   absl::StatusOr<uint32_t> Publish(
       const v1::WriteHandle& handle, const std::string& version,
       uint64_t object_size, UnderStore& store,
@@ -91,7 +110,7 @@ class WriteStaging {
   struct Kept {
     v1::WriteHandle handle;
     absl::Time first;
-    std::map<uint64_t, std::string> blocks;  // By block index.
+    std::map<uint64_t, Block> blocks;  // By block index.
   };
   using WriteMap = absl::flat_hash_map<std::string, Kept>;
   // Removes a write, giving its kept blocks' bytes back; returns them.

@@ -72,14 +72,35 @@ class WritesTest : public ::testing::Test {
     auto auth = Authorizer::Create(so);
     ASSERT_TRUE(auth.ok()) << auth.status();
     auth_ = std::move(*auth);
+    // A peer: a second worker of the ring, with a store and staging of
+    // its own, to which the first sends the blocks it owns.
+    auto pbs = BlockStore::Create({}, &mounts_, &peer_metrics_);
+    ASSERT_TRUE(pbs.ok()) << pbs.status();
+    peer_blocks_ = std::move(*pbs);
+    peer_staging_ = std::make_unique<WriteStaging>(
+        peer_blocks_.get(), WriteStagingOptions{.max_bytes = 8 * kBlock});
+    peer_service_ = std::make_unique<DataService>(
+        peer_blocks_.get(), &peer_metrics_, &pool_, auth_.get(), &mounts_);
+    peer_service_->EnableWrites(peer_staging_.get(), &pool_, nullptr, nullptr);
+    peer_server_ = Serve(peer_service_.get(), &peer_port_);
+    ASSERT_NE(peer_server_, nullptr);
+    // The ring the first worker learns from "the master": the peer alone.
+    peers_ = std::make_unique<PeerSet>(
+        [this]() -> absl::StatusOr<v1::Ring> {
+          v1::Ring ring;
+          ring.add_workers()->set_address(Address(peer_port_));
+          return ring;
+        },
+        nullptr);
+    SecurityOptions as_admin;
+    as_admin.token_file = dir_.path() + "/admin";
+    auto channels = ChannelFactory::Create(as_admin);
+    ASSERT_TRUE(channels.ok()) << channels.status();
     service_ = std::make_unique<DataService>(blocks_.get(), &metrics_, &pool_,
                                              auth_.get(), &mounts_);
-    service_->EnableWrites(staging_.get(), &pool_, nullptr);
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                       &port_);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
+    service_->EnableWrites(staging_.get(), &pool_, std::move(*channels),
+                           peers_.get());
+    server_ = Serve(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
     admin_ = Connect("admin");
     reader_ = Connect("reader");
@@ -87,6 +108,18 @@ class WritesTest : public ::testing::Test {
 
   void TearDown() override {
     if (server_) server_->Shutdown();
+    if (peer_server_) peer_server_->Shutdown();
+  }
+
+  static std::string Address(int port) {
+    return absl::StrCat("127.0.0.1:", port);
+  }
+
+  static std::unique_ptr<grpc::Server> Serve(DataService* service, int* port) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+    b.RegisterService(service);
+    return b.BuildAndStart();
   }
 
   std::unique_ptr<WorkerClient> Connect(const std::string& who) {
@@ -128,7 +161,14 @@ class WritesTest : public ::testing::Test {
   WorkerMetrics metrics_;
   std::unique_ptr<BlockStore> blocks_;
   std::unique_ptr<WriteStaging> staging_;
-  ThreadPool pool_{4, "writes-test"};
+  ThreadPool pool_{8, "writes-test"};
+  WorkerMetrics peer_metrics_;
+  std::unique_ptr<BlockStore> peer_blocks_;
+  std::unique_ptr<WriteStaging> peer_staging_;
+  std::unique_ptr<DataService> peer_service_;
+  std::unique_ptr<grpc::Server> peer_server_;
+  int peer_port_ = 0;
+  std::unique_ptr<PeerSet> peers_;
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<DataService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -222,8 +262,8 @@ TEST_F(WritesTest, ThePartBudgetIsBounded) {
   EXPECT_EQ(admin_->WritePart(Part(h, data.size()), data).status().code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(staging_->bytes(), 0u);
-  // Kept blocks count too: past the budget they are not kept, the part is
-  // still uploaded.
+  // Kept blocks count too: past the budget a part's blocks are not kept,
+  // the part is still uploaded.
   const std::string four = Pattern(4 * kBlock, 4);
   auto a = admin_->WritePart(Part(h, four.size()), four);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -235,13 +275,101 @@ TEST_F(WritesTest, ThePartBudgetIsBounded) {
   for (uint64_t b = 4; b < 8; ++b) second.add_keep_blocks(b);
   auto b = admin_->WritePart(second, four);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_LT(b->kept_blocks(), 4u);
+  EXPECT_EQ(b->kept_blocks(), 0u);  // A part's blocks: all or none.
   EXPECT_LE(staging_->bytes(), 8 * kBlock);
   v1::PublishWriteRequest discard;
   *discard.mutable_handle() = h;
   discard.set_discard(true);
   ASSERT_TRUE(admin_->PublishWrite(discard).ok());
   EXPECT_EQ(staging_->bytes(), 0u);
+}
+
+TEST_F(WritesTest, BlocksAnotherWorkerOwnsGoThereWhileThePartUploads) {
+  const std::string data = Pattern(3 * kBlock, 7);
+  v1::WriteHandle h = Begin("f.pt");
+  v1::WritePartHeader header = Part(h, data.size());
+  header.clear_keep_blocks();
+  header.add_keep_blocks(0);
+  (*header.mutable_forward())[1] = Address(peer_port_);
+  // Not a worker of the ring: the worker sends it nothing (its own
+  // credentials go with what it sends).
+  (*header.mutable_forward())[2] = "127.0.0.1:1";
+  auto r = admin_->WritePart(header, data);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kept_blocks(), 1u);
+  ASSERT_EQ(r->kept_elsewhere().size(), 1u);
+  EXPECT_EQ(r->kept_elsewhere().at(1), Address(peer_port_));
+  EXPECT_EQ(staging_->bytes(), kBlock);
+  EXPECT_EQ(peer_staging_->bytes(), kBlock);
+  EXPECT_EQ(r->part().size(), data.size());  // Uploaded whole all the same.
+  UploadedPart part{1, 0, data.size(), r->part().token()};
+  auto info = store_->CompleteUpload("f.pt", h.upload_id(), {part});
+  ASSERT_TRUE(info.ok()) << info.status();
+  // Each publishes what it kept, as blocks of the committed version.
+  v1::PublishWriteRequest pub;
+  *pub.mutable_handle() = h;
+  pub.set_version(info->version);
+  pub.set_object_size(info->size);
+  auto mine = admin_->PublishWrite(pub);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->published_blocks(), 1u);
+  auto theirs = WorkerClient(Address(peer_port_), **ChannelFactory::Create([&] {
+                               SecurityOptions so;
+                               so.token_file = dir_.path() + "/admin";
+                               return so;
+                             }()))
+                    .PublishWrite(pub);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_EQ(theirs->published_blocks(), 1u);
+  BlockId id{"/ckpt", "f.pt", info->version, 1, kBlock, info->size};
+  std::shared_ptr<const Block> b = peer_blocks_->TryGetCached(id);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(std::string(b->data()), data.substr(kBlock, kBlock));
+  id.index = 0;
+  b = blocks_->TryGetCached(id);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(std::string(b->data()), data.substr(0, kBlock));
+  id.index = 2;
+  EXPECT_EQ(blocks_->TryGetCached(id), nullptr);
+  EXPECT_EQ(peer_blocks_->TryGetCached(id), nullptr);
+  // Forwarding needs a block of the part, not one kept here as well.
+  header.clear_forward();
+  (*header.mutable_forward())[0] = Address(peer_port_);
+  EXPECT_EQ(admin_->WritePart(header, data).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  header.clear_forward();
+  (*header.mutable_forward())[3] = Address(peer_port_);
+  EXPECT_EQ(admin_->WritePart(header, data).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(WritesTest, KeptBlocksAreSlicesOfTheirPartAllOrNone) {
+  const v1::WriteHandle h = Begin("s.pt");
+  auto part = std::make_shared<const std::string>(Pattern(2 * kBlock + 7, 5));
+  // An index outside the part keeps nothing, nor do the others with it.
+  EXPECT_EQ(staging_->Keep(h, part, 0, {0, 3}), 0u);
+  EXPECT_EQ(staging_->Keep(h, part, kBlock, {0}), 0u);
+  EXPECT_EQ(staging_->bytes(), 0u);
+  EXPECT_EQ(staging_->writes(), 0u);
+  EXPECT_EQ(staging_->Keep(h, part, 0, {0, 1, 2}), 3u);
+  EXPECT_EQ(staging_->bytes(), part->size());
+  // The same part again replaces its blocks; it is not counted twice.
+  EXPECT_EQ(staging_->Keep(h, part, 0, {0, 1, 2}), 3u);
+  EXPECT_EQ(staging_->bytes(), part->size());
+  EXPECT_GT(part.use_count(), 1);  // Shared, not copied.
+  // 6 blocks more do not fit the 8 of the budget: none of them is kept.
+  auto six = std::make_shared<const std::string>(Pattern(6 * kBlock, 6));
+  EXPECT_EQ(staging_->Keep(h, six, 3 * kBlock, {3, 4, 5, 6, 7, 8}), 0u);
+  EXPECT_EQ(staging_->bytes(), part->size());
+  EXPECT_EQ(six.use_count(), 1);
+  // An empty object is one part of 0 bytes holding one empty block.
+  const v1::WriteHandle e = Begin("empty.pt");
+  EXPECT_EQ(staging_->Keep(e, std::make_shared<const std::string>(), 0, {0}),
+            1u);
+  staging_->Discard(h.write_id());
+  staging_->Discard(e.write_id());
+  EXPECT_EQ(staging_->bytes(), 0u);
+  EXPECT_EQ(part.use_count(), 1);  // Freed with its last block.
 }
 
 }  // namespace

@@ -474,7 +474,8 @@ class ShapingProxy:
     stats)."""
 
     def __init__(self, upstream, first_byte_ms=25, rate_mbps=80,
-                 stats_file=None, python=None, stderr=None, script=None):
+                 stats_file=None, python=None, stderr=None, script=None,
+                 preexec_fn=None):
         self.upstream = upstream
         self.script = script or os.path.abspath(__file__)
         self.first_byte_ms = first_byte_ms
@@ -482,6 +483,7 @@ class ShapingProxy:
         self.stats_file = stats_file
         self.python = python or sys.executable or "/usr/bin/python3"
         self.stderr = stderr
+        self.preexec_fn = preexec_fn  # For the subprocess (e.g. its cores).
         self.proc = None
         self.port = None
 
@@ -497,7 +499,8 @@ class ShapingProxy:
              self.upstream, "--first_byte_ms", str(self.first_byte_ms),
              "--rate_mbps", str(self.rate_mbps), "--stats_file",
              self.stats_file],
-            stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+            stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            preexec_fn=self.preexec_fn)
         line = self.proc.stdout.readline()
         if not line.startswith("listening on "):
             self.proc.kill()
