@@ -55,7 +55,7 @@ tools: see bench/README.md).
       [--parallel_writes 8] [--busy_readers 2] [--busy_files 256]
       [--busy_seconds 15] [--drop_caches] [--dir /tmp] [--keep]
       [--aws /usr/bin/aws] [--s3fs /usr/bin/s3fs] [--node node]
-      [--store_cpus 8-15 --node_cpus 0-7]
+      [--store_cpus 8-15 --node_cpus 0-7] [--worker_flags=--flag=value,...]
 
 --store_cpus and --node_cpus give the store (s3rver, the front) and everything
 else (this script, the tools, the Larder cluster, the readers) cores of their
@@ -540,7 +540,9 @@ def larder_cluster(env):
                        "LARDER_CLI": cli})
     # Room for every shard in RAM across the workers, twice over.
     ram = max(256, 2 * env.ranks * (env.shard_bytes >> 20) // env.ranks + 256)
-    c = Cluster(workers=env.ranks, ram=f"{ram}MiB", allowed_root=env.workdir)
+    c = Cluster(workers=env.ranks, ram=f"{ram}MiB", allowed_root=env.workdir,
+                worker_flags=tuple(f for f in env.args.worker_flags.split(",")
+                                   if f))
     for i, w in enumerate(c.workers):
         w.argv.append(f"--node=node-{i}")
     env.defer(c.stop)
@@ -881,6 +883,8 @@ def main():
                     help="cores for s3rver and the front, e.g. 8-15")
     ap.add_argument("--node_cpus", default="",
                     help="cores for everything else, e.g. 0-7")
+    ap.add_argument("--worker_flags", default="",
+                    help="extra `larder worker` flags, comma-separated")
     ap.add_argument("--busy_readers", type=int, default=2)
     ap.add_argument("--busy_files", type=int, default=256)
     ap.add_argument("--busy_seconds", type=float, default=15)
