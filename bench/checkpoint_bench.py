@@ -71,20 +71,17 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "servers"))
-from shaping_proxy import ShapingProxy  # noqa: E402
+import benchlib  # noqa: E402 (bench/, the script's own directory)
+from benchlib import (PYTHON, ROOT, ShapingProxy, diff,  # noqa: E402
+                      is_mounted, parse_cpus, proc_cpu)
 
 BUCKET = "bench"
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 # One rank's reader: reads every path (or every http://host:port/path, with
 # one keep-alive connection) into one reused buffer, prints the bytes read.
@@ -167,55 +164,6 @@ class Row:
         self.tool, self.phase = tool, phase
         self.seconds, self.nbytes, self.delta = seconds, nbytes, delta
         self.s3rver_cpu = s3rver_cpu
-
-
-def proc_cpu(pid):
-    """CPU seconds (user + system) a live process has used."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout, proc=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == path for line in f)
-
-
-def diff(after, before):
-    """after - before, for the numbers in two stats dicts (nested too)."""
-    out = {}
-    for k, v in after.items():
-        b = before.get(k)
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, (int, float)):
-            out[k] = v - (b or 0)
-        elif isinstance(v, dict):
-            out[k] = diff(v, b or {})
-    return out
 
 
 class Env:
@@ -757,50 +705,19 @@ RUNNERS = {"aws": aws_rows, "s3fs": s3fs_rows, "direct": direct_rows,
 
 
 # ------------------------------------------------------------------ driver --
-def parse_cpus(text):
-    """"0-3,8" -> {0, 1, 2, 3, 8}."""
-    cpus = set()
-    for part in text.split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
+def start_s3rvers(env):
+    """--s3rvers s3rver processes over one directory, on --store_cpus."""
+    addrs, env.s3rver_pids = benchlib.start_s3rvers(
+        env.spawn, os.path.join(env.workdir, "s3rver-data"), env.args.s3rvers,
+        BUCKET, node=env.args.node, preexec_fn=on_store_cpus(env),
+        log=lambda i: env.log(f"s3rver{i}.log"))
+    env.upstream = f"http://{addrs[0]}"
+    return addrs
 
 
 def on_store_cpus(env):
     """preexec_fn for the store's processes: their own cores, if given."""
-    cpus = parse_cpus(env.args.store_cpus)
-    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-
-
-def start_s3rvers(env):
-    """--s3rvers s3rver processes over one directory (s3rver keeps objects
-    and multipart uploads in files, so any of them completes an upload whose
-    parts went to the others). The first makes the bucket before the rest
-    start. Returns their HOST:PORTs."""
-    script = os.path.join(ROOT, "tests", "servers", "node_modules", "s3rver",
-                          "bin", "s3rver.js")
-    if not os.path.exists(script):
-        raise SystemExit(f"{script} is missing: run scripts/install-deps.sh")
-    data = os.path.join(env.workdir, "s3rver-data")
-    os.makedirs(data)
-    e = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
-    addrs = []
-    for i in range(max(1, env.args.s3rvers)):
-        port = free_port()
-        proc = env.spawn([env.args.node, script, "--address", "127.0.0.1",
-                          "--port", str(port), "--directory", data, "--silent",
-                          "--configure-bucket", BUCKET],
-                         log=env.log(f"s3rver{i}.log"), env=e,
-                         preexec_fn=on_store_cpus(env))
-        if not wait_port(port, 30, proc):
-            raise RuntimeError(f"s3rver did not listen on {port}; see "
-                               f"{env.log(f's3rver{i}.log')}")
-        addrs.append(f"127.0.0.1:{port}")
-        env.s3rver_pids.append(proc.pid)
-    env.upstream = f"http://{addrs[0]}"
-    return addrs
+    return benchlib.on_cpus(env.args.store_cpus)
 
 
 def make_shards(env):

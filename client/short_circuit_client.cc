@@ -36,9 +36,11 @@ absl::StatusOr<std::unique_ptr<ShortCircuitClient>> ShortCircuitClient::Connect(
   return std::unique_ptr<ShortCircuitClient>(new ShortCircuitClient(sock));
 }
 
-ShortCircuitClient::~ShortCircuitClient() {
-  absl::MutexLock lock(&mu_);
-  ::close(sock_);
+ShortCircuitClient::~ShortCircuitClient() { ::close(sock_); }
+
+absl::Status ShortCircuitClient::Send(const std::string& frame) {
+  absl::MutexLock lock(&send_mu_);
+  return SendFrame(sock_, frame);
 }
 
 void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
@@ -54,7 +56,7 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
   }
   std::string frame;
   std::vector<int> fds;
-  absl::Status st = SendFrame(sock_, req.SerializeAsString());
+  absl::Status st = Send(req.SerializeAsString());
   // Read even after a failed send: a worker that refuses this peer sends
   // its refusal at once and closes, which can break the send.
   const absl::Status received = RecvFrame(sock_, &frame, &fds);
@@ -109,7 +111,7 @@ absl::StatusOr<ShortCircuitClient::StatAnswer> ShortCircuitClient::Stat(
   absl::MutexLock lock(&mu_);
   std::string frame;
   std::vector<int> fds;
-  absl::Status st = SendFrame(sock_, req.SerializeAsString());
+  absl::Status st = Send(req.SerializeAsString());
   const absl::Status received = RecvFrame(sock_, &frame, &fds);
   if (st.ok() || received.ok()) st = received;
   for (int fd : fds) ::close(fd);  // A STAT carries none.
@@ -200,8 +202,7 @@ absl::Status ShortCircuitClient::ReleaseBatch(std::vector<Lease>& leases) {
     if (l.lease_id != 0) req.add_lease_ids(l.lease_id);
   }
   if (req.lease_ids_size() == 0) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  return SendFrame(sock_, req.SerializeAsString());  // One-way: no response.
+  return Send(req.SerializeAsString());  // One-way: no response.
 }
 
 absl::StatusOr<size_t> ShortCircuitClient::Read(const BlockId& id,

@@ -8,9 +8,9 @@
 // the worker on this node for a block and receives its sealed memfd, then
 // reads it with pread — the bytes never cross a socket.
 //
-// Thread-safe: requests on one connection are serialized; use one instance per
-// loader thread for parallelism. Leases are released by Release or when the
-// connection closes.
+// Thread-safe: requests on one connection are serialized (a one-way release
+// is not held behind them); use one instance per loader thread for
+// parallelism. Leases are released by Release or when the connection closes.
 #ifndef LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
 #define LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
 
@@ -105,8 +105,18 @@ class ShortCircuitClient {
   // (when `asked` is given) is as long as the block asked for: a worker's
   // grant is checked before a byte is mapped or read through it.
   static absl::Status CheckGrant(const Lease& lease, const BlockId* asked);
-  absl::Mutex mu_;
-  int sock_ ABSL_GUARDED_BY(mu_);
+  // Sends one frame whole (a RELEASE may go out while another thread waits
+  // for an answer on the connection: it has none, and the worker reads it
+  // after the request before it).
+  absl::Status Send(const std::string& frame) ABSL_LOCKS_EXCLUDED(send_mu_);
+
+  const int sock_;
+  // One request awaiting its answer at a time (held across the exchange).
+  absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(send_mu_);
+  // Frames written whole: a one-way RELEASE takes only this one, so the
+  // release of a lease never waits behind an OPEN whose block the worker
+  // is fetching from the store.
+  absl::Mutex send_mu_;
   std::atomic<bool> refused_{false};
 
  public:

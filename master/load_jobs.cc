@@ -17,7 +17,7 @@ namespace larder {
 namespace {
 
 constexpr size_t kBatchBlocks = 16;  // Blocks per CacheBlocks call.
-constexpr int kInFlightPerWorker = 4;
+constexpr int kInFlightPerWorker = 8;
 // A batch whose worker is slow or unreachable (restarting, out of memory,
 // briefly partitioned) is retried for 8 to 16 s (backoff ceilings 0.25, 0.5,
 // 1, 2, 4, 4, 4 s, equal jitter) before its blocks count as failed; a rerun

@@ -6,6 +6,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -21,6 +22,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/block_proto.h"
@@ -745,6 +747,55 @@ TEST(ShortCircuitClientTest, RefusesASocketServedByAnotherUser) {
       << client.status();
   EXPECT_THAT(client.status().message(), ::testing::HasSubstr("uid 65534"));
   impostor.Stop(SIGKILL);
+}
+
+// A lease's release is one-way: it goes out at once, never after an open
+// that another thread has waiting on the same connection (a cold block the
+// worker fetches from the store for tens of milliseconds). Before, it
+// waited, and a FUSE read that dropped a lease waited with it.
+TEST(ShortCircuitClientTest, AReleaseDoesNotWaitBehindAnOpen) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/worker.sock";
+  absl::StatusOr<int> listener = ListenUnix(path, 0600);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  absl::Notification released;
+  std::atomic<bool> released_before_answer{false};
+  // A worker that answers an OPEN only after the RELEASE behind it came.
+  std::thread worker([&] {
+    const int conn = ::accept(*listener, nullptr, nullptr);
+    ASSERT_GE(conn, 0);
+    std::string frame;
+    ASSERT_TRUE(RecvFrame(conn, &frame, nullptr).ok());  // The OPEN.
+    // The RELEASE, sent while the OPEN waits for its answer (give up after
+    // 5 s: a release held behind the open never comes).
+    pollfd p{conn, POLLIN, 0};
+    if (::poll(&p, 1, 5000) == 1 && RecvFrame(conn, &frame, nullptr).ok()) {
+      v1::ShortCircuitRequest req;
+      released_before_answer = req.ParseFromString(frame) &&
+                               req.op() == v1::ShortCircuitRequest::RELEASE;
+    }
+    released.Notify();
+    v1::ShortCircuitResponse resp;
+    resp.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+    resp.set_message("no such block here");
+    SendFrame(conn, resp.SerializeAsString()).IgnoreError();
+    ::close(conn);
+  });
+  auto sc = ShortCircuitClient::Connect(path);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  std::thread opener([&] {
+    BlockId id{"m", "f", "v1", 0, kDefaultBlockSize, 100};
+    EXPECT_FALSE((*sc)->Open(id).ok());
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // The OPEN is out, unanswered.
+  ShortCircuitClient::Lease lease;
+  lease.lease_id = 7;
+  EXPECT_TRUE((*sc)->Release(lease).ok());
+  EXPECT_TRUE(released.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  opener.join();
+  worker.join();
+  ::close(*listener);
+  EXPECT_TRUE(released_before_answer);
 }
 
 }  // namespace

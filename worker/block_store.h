@@ -58,8 +58,10 @@ struct BlockStoreOptions {
   // NVMe tier; none when empty.
   std::optional<NvmeOptions> nvme;
   CacheRules rules;
-  // Blocks fetched from under-stores at once. Default 16.
-  int fetch_threads = 16;
+  // Blocks fetched from under-stores at once. Default 64: a fetch mostly
+  // waits for the store (tens of ms to the first byte), and a cold epoch or
+  // a load needs many in flight to reach what the store gives.
+  int fetch_threads = 64;
   // Ranged reads in flight for sub-range fetches. Default 32.
   int range_threads = 32;
   // Sub-range size for parallel fetches of large blocks. Default 4 MiB: a

@@ -1,0 +1,442 @@
+#!/usr/bin/python3
+"""Cold reads: the first epoch, when every byte comes from the object store,
+through a front that behaves like a remote store (tests/servers/shaping_proxy.py:
+--first_byte_ms before each response, --rate_mbps per connection and
+direction) over s3rver processes that this script starts. Each Larder row
+reads a data set that nothing has read before (every round seeds its own),
+so what it measures is the path from the store. Prints one table.
+
+Rows (--rows, in this order within each round):
+  gets      plain GETs of whole files (anonymous: s3rver serves unsigned
+            requests), one keep-alive connection per thread, with N in
+            flight: a row per N of --parallel. The one with --readers in
+            flight is what Larder's readers are compared with; the best is
+            the front's ceiling in files/s.
+  fuse      --readers threads read every file of a fresh set through
+            `larder fuse` (open, read to the end, close) in a shuffled
+            order; `walk`: the same in the order a listing gives (os.scandir
+            of each directory), as a script that walks a tree reads.
+  load      `larder load` of a fresh set (fetch every block into the
+            cluster), files/s.
+  random    a DataLoader (--loader_workers processes) over
+            LarderMapDataset.from_prefix(fresh set) with a RandomSampler;
+  prefetch  the same with PrefetchSampler(RandomSampler(...)).
+  shard     one file of --shard_mib: one reader through `larder fuse`
+            (4 MiB reads) against plain ranged GETs of 4 MiB with N in
+            flight (the best is the front's ceiling in MB/s).
+
+For each row the front's counts per file: object GETs, HEADs and listings
+(GETs of a bucket), so a request Larder adds shows.
+
+  /usr/bin/python3 bench/cold_read_bench.py [--files 1000] [--file_kib 100]
+      [--dirs 5] [--readers 8] [--parallel 8,32,128] [--shard_mib 1024]
+      [--rounds 3] [--rows gets,fuse,walk,load,random,prefetch,shard]
+      [--first_byte_ms 25] [--rate_mbps 80] [--s3rvers 1]
+      [--loader_workers 4] [--batch 32] [--lookahead 0] [--worker_flags=...]
+      [--fuse_flags=...]
+      [--keep]
+
+Needs root (FUSE, drop_caches), a build (scripts/build.sh: build/cli/larder
+and build/python), node and tests/servers/node_modules
+(scripts/install-deps.sh), and /usr/bin/python3 with torch for the loader
+rows.
+"""
+import argparse
+import concurrent.futures
+import http.client
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import benchlib  # noqa: E402 (bench/, the script's own directory)
+from benchlib import PYTHON, ROOT, ShapingProxy, diff, is_mounted  # noqa: E402
+
+BUCKET = "cold"
+ROWS = ("gets", "fuse", "walk", "load", "random", "prefetch", "shard")
+
+# A DataLoader epoch over a fresh set: argv = master, cluster path, sampler
+# ("random" or "prefetch"), workers, batch, lookahead (0: the sampler's
+# default). Prints samples, bytes and seconds.
+LOADER = r"""
+import sys, time, torch
+import larder
+from larder.torch import LarderMapDataset, PrefetchSampler
+master, path, kind, workers, batch, lookahead = sys.argv[1:7]
+client = larder.Client(master)
+t = time.monotonic()
+ds = LarderMapDataset.from_prefix(path, client=client)
+sampler = torch.utils.data.RandomSampler(ds)
+if kind == "prefetch":
+    kw = {"lookahead": int(lookahead)} if int(lookahead) else {}
+    sampler = PrefetchSampler(sampler, ds, client=client, **kw)
+dl = torch.utils.data.DataLoader(ds, batch_size=int(batch), sampler=sampler,
+                                 num_workers=int(workers),
+                                 collate_fn=lambda b: sum(len(s.data) for s in b))
+n = nbytes = 0
+for got in dl:
+    nbytes += got
+n = len(ds)
+print(n, nbytes, time.monotonic() - t)
+"""
+
+
+class Bench:
+    def __init__(self, args, workdir):
+        self.args = args
+        self.workdir = workdir
+        self.procs = benchlib.Procs()
+        self.next_set = 0
+        self.upstream = None  # HOST:PORT of the first s3rver, unshaped.
+        self.proxy = None
+        self.s3rver_pids = []
+        self.cluster = None
+        self.mnt = os.path.join(workdir, "mnt")
+        self.file_bytes = args.file_kib << 10
+        self.notes = []
+
+    def log(self, name):
+        return os.path.join(self.workdir, "logs", name)
+
+    # -- the store and its data --
+    def start_store(self):
+        addrs, self.s3rver_pids = benchlib.start_s3rvers(
+            self.procs.spawn, os.path.join(self.workdir, "s3rver-data"),
+            self.args.s3rvers, BUCKET, log=lambda i: self.log(f"s3rver{i}.log"))
+        self.upstream = addrs[0]
+        self.proxy = ShapingProxy(",".join(addrs), first_byte_ms=self.args.first_byte_ms,
+                                  rate_mbps=self.args.rate_mbps,
+                                  stats_file=os.path.join(self.workdir, "front.json"),
+                                  python=PYTHON, stderr=open(self.log("front.log"), "ab"))
+        self.proxy.start()
+        self.procs.defer(self.proxy.stop)
+
+    def put_all(self, items):
+        """PUTs (key, bytes) straight to s3rver (no front), 8 at a time."""
+        local = threading.local()
+        host, port = self.upstream.split(":")
+
+        def put(item):
+            key, body = item
+            c = getattr(local, "c", None)
+            if c is None:
+                c = local.c = http.client.HTTPConnection(host, int(port), timeout=300)
+            c.request("PUT", f"/{BUCKET}/{key}", body=body,
+                      headers={"Content-Length": str(len(body))})
+            r = c.getresponse()
+            r.read()
+            if r.status != 200:
+                raise RuntimeError(f"seeding {key}: {r.status}")
+
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            list(ex.map(put, items))
+
+    def new_set(self):
+        """Seeds a data set nothing has read: --files files in --dirs
+        directories (and a file of its own at its top: s3rver leaves a
+        folder of only sub-folders out of a delimiter listing). Returns
+        (name, [relative paths])."""
+        name = f"set{self.next_set}"
+        self.next_set += 1
+        a = self.args
+        paths = [f"{name}/d{i % a.dirs}/f{i:06d}.bin" for i in range(a.files)]
+        seed = os.urandom(self.file_bytes + 4096)
+        items = [(f"{name}/README", b"a cold data set\n")]
+        for i, p in enumerate(paths):
+            off = (i * 131) % 4096
+            items.append((p, seed[off:off + self.file_bytes]))
+        self.put_all(items)
+        return name, paths
+
+    # -- Larder --
+    def start_larder(self):
+        sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+        from cluster import Cluster  # noqa: E402
+        cli = os.environ.get("LARDER_CLI") or os.path.join(ROOT, "build", "cli", "larder")
+        os.environ.update({"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
+                           "LARDER_CLI": cli})
+        flags = tuple(f for f in self.args.worker_flags.split(",") if f)
+        self.cluster = Cluster(workers=1, ram="8GiB", worker_flags=flags)
+        self.procs.defer(self.cluster.stop)
+        self.cluster.start()
+        self.cluster.mount("/data", f"s3://{BUCKET}?endpoint={self.proxy.endpoint}"
+                           "&region=us-east-1&path_style=true")
+        os.makedirs(self.mnt)
+        fuse_flags = [f for f in self.args.fuse_flags.split(",") if f]
+        fuse = self.procs.spawn(
+            [cli, "fuse", self.mnt, f"--master={self.cluster.master}",
+             f"--log_file={self.log('fuse.log')}"] + fuse_flags,
+            log=self.log("fuse.out"))
+
+        def unmount():
+            if is_mounted(self.mnt):
+                if subprocess.call(["fusermount3", "-u", self.mnt],
+                                   stderr=subprocess.DEVNULL) != 0:
+                    subprocess.call(["umount", "-l", self.mnt])
+            try:
+                fuse.wait(10)
+            except subprocess.TimeoutExpired:
+                fuse.kill()
+                fuse.wait()
+
+        self.procs.defer(unmount)
+        deadline = time.monotonic() + 30
+        while not os.path.isdir(os.path.join(self.mnt, "data")):
+            if fuse.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"larder fuse did not mount; see {self.log('fuse.log')}")
+            time.sleep(0.1)
+
+    # -- measuring --
+    def measure(self, fn):
+        """Runs fn() -> (count, bytes, seconds) between two snapshots of the
+        front's counters; returns (count, bytes, seconds, counters)."""
+        before = self.proxy.stats()
+        n, nbytes, seconds = fn()
+        after = self.proxy.stats()
+        return n, nbytes, seconds, diff(after, before)
+
+    def read_files(self, paths, threads):
+        """Reads every path whole with `threads` threads; (files, bytes, s)."""
+        total = [0]
+        lock = threading.Lock()
+
+        def one(p):
+            n = 0
+            with open(p, "rb", buffering=0) as f:
+                buf = bytearray(1 << 20)
+                while True:
+                    k = f.readinto(buf)
+                    if not k:
+                        break
+                    n += k
+            with lock:
+                total[0] += n
+
+        t = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+            list(ex.map(one, paths))
+        return len(paths), total[0], time.monotonic() - t
+
+    def gets(self, keys, inflight, byte_range=None):
+        """Plain GETs through the front, `inflight` at a time, each thread
+        its own keep-alive connection; (requests, bytes, s)."""
+        local = threading.local()
+        port = self.proxy.port
+
+        def get(item):
+            key, rng = item
+            c = getattr(local, "c", None)
+            if c is None:
+                c = local.c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            headers = {"Range": f"bytes={rng[0]}-{rng[1] - 1}"} if rng else {}
+            c.request("GET", f"/{BUCKET}/{key}", headers=headers)
+            r = c.getresponse()
+            body = r.read()
+            if r.status not in (200, 206):
+                raise RuntimeError(f"GET {key}: {r.status}")
+            return len(body)
+
+        items = [(k, rng) for k, rng in keys] if byte_range else [(k, None) for k in keys]
+        t = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(inflight) as ex:
+            nbytes = sum(ex.map(get, items))
+        return len(items), nbytes, time.monotonic() - t
+
+
+def per_file(counters, n):
+    by = counters.get("requests_by_method", {})
+    g = counters.get("gets", {})
+    return (g.get("object", 0) / n, by.get("HEAD", 0) / n, g.get("listing", 0) / n)
+
+
+def run_round(b, rows, out):
+    a = b.args
+    rnd = {}
+
+    if "gets" in rows or "fuse" in rows:
+        # The plain GETs read a set of their own (they cache nothing).
+        name, paths = b.new_set()
+        for n in a.parallel:
+            rnd[f"gets{n}"] = b.measure(lambda: b.gets(paths, n))
+    for kind in ("fuse", "walk"):
+        if kind not in rows:
+            continue
+        name, paths = b.new_set()
+        files = [os.path.join(b.mnt, "data", p) for p in paths]
+        if kind == "fuse":
+            random.shuffle(files)
+        else:
+            files = []
+            top = os.path.join(b.mnt, "data", name)
+            for d in sorted(os.listdir(top)):
+                dpath = os.path.join(top, d)
+                if os.path.isdir(dpath):
+                    files += [e.path for e in os.scandir(dpath)]
+        benchlib.drop_caches()
+        rnd[kind] = b.measure(lambda: b.read_files(files, a.readers))
+    if "load" in rows:
+        name, paths = b.new_set()
+
+        def load():
+            t = time.monotonic()
+            b.cluster.run("load", f"/data/{name}")
+            return len(paths) + 1, len(paths) * b.file_bytes, time.monotonic() - t
+
+        rnd["load"] = b.measure(load)
+    for kind in ("random", "prefetch"):
+        if kind not in rows:
+            continue
+        name, paths = b.new_set()
+
+        def loader():
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "python"))
+            r = subprocess.run([PYTHON, "-c", LOADER, b.cluster.master, f"/data/{name}",
+                                kind, str(a.loader_workers), str(a.batch),
+                                str(a.lookahead)],
+                               capture_output=True, text=True, env=env, timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError(f"loader {kind}: {r.stderr[-2000:]}")
+            n, nbytes, seconds = r.stdout.split()
+            return int(n), int(nbytes), float(seconds)
+
+        rnd[kind] = b.measure(loader)
+    if "shard" in rows:
+        key = f"shard{b.next_set}.bin"
+        b.next_set += 1
+        size = a.shard_mib << 20
+        chunk = os.urandom(8 << 20)
+        b.put_all([(key, b"".join(chunk for _ in range(size // len(chunk))))])
+        ranges = [(key, (o, min(size, o + (4 << 20)))) for o in range(0, size, 4 << 20)]
+        for n in a.parallel:
+            rnd[f"ranged{n}"] = b.measure(lambda: b.gets(ranges, n, byte_range=True))
+        benchlib.drop_caches()
+        path = os.path.join(b.mnt, "data", key)
+
+        def one_reader():
+            t = time.monotonic()
+            n = 0
+            with open(path, "rb", buffering=0) as f:
+                buf = bytearray(4 << 20)
+                while True:
+                    k = f.readinto(buf)
+                    if not k:
+                        break
+                    n += k
+            return 1, n, time.monotonic() - t
+
+        rnd["shard"] = b.measure(one_reader)
+    out.append(rnd)
+
+
+def print_table(b, rounds):
+    a = b.args
+    med = {}
+    for key in rounds[0]:
+        rs = [r[key] for r in rounds if key in r]
+        med[key] = (statistics.median(x[0] / x[2] for x in rs),
+                    statistics.median(x[1] / x[2] / 1e6 for x in rs), rs[0])
+    gets = {k: v for k, v in med.items() if k.startswith("gets")}
+    ceiling = max((v[0] for v in gets.values()), default=0)
+    at_readers = med.get(f"gets{a.readers}", (0,))[0]
+    ranged = {k: v for k, v in med.items() if k.startswith("ranged")}
+    mb_ceiling = max((v[1] for v in ranged.values()), default=0)
+    print()
+    print(f"Cold reads through the front ({a.first_byte_ms:g} ms to the first byte, "
+          f"{a.rate_mbps:g} MB/s per connection, {a.s3rvers} s3rver process(es)): "
+          f"{a.files} files of {a.file_kib} KiB per set, {a.readers} readers, "
+          f"median of {len(rounds)} round(s)")
+    print(f"{'ROW':<10} {'FILES/s':>9} {'MB/s':>8} {'VS':>22} {'GET/file':>9} "
+          f"{'HEAD/file':>10} {'LIST/file':>10}")
+    for key, (fps, mbps, first) in med.items():
+        n = first[0]
+        g, h, lst = per_file(first[3], n)
+        if key.startswith("gets"):
+            vs = f"{fps / ceiling:.0%} of ceiling" if ceiling else ""
+        elif key in ("fuse", "walk"):
+            vs = f"{fps / at_readers:.0%} of gets{a.readers}" if at_readers else ""
+        elif key.startswith("ranged"):
+            vs = f"{mbps / mb_ceiling:.0%} of ceiling" if mb_ceiling else ""
+        elif key == "shard":
+            vs = f"{mbps / mb_ceiling:.0%} of MB/s ceiling" if mb_ceiling else ""
+        else:
+            vs = f"{fps / ceiling:.0%} of ceiling" if ceiling else ""
+        print(f"{key:<10} {fps:9.1f} {mbps:8.1f} {vs:>22} {g:9.2f} {h:10.2f} {lst:10.2f}")
+    if ceiling:
+        print(f"front's ceiling: {ceiling:.0f} files/s (best plain GETs row)"
+              + (f", {mb_ceiling:.0f} MB/s (best ranged row)" if mb_ceiling else ""))
+    for n in b.notes:
+        print(n)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--file_kib", type=int, default=100)
+    ap.add_argument("--dirs", type=int, default=5)
+    ap.add_argument("--readers", type=int, default=8)
+    ap.add_argument("--parallel", default="8,32,128")
+    ap.add_argument("--shard_mib", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--first_byte_ms", type=float, default=25)
+    ap.add_argument("--rate_mbps", type=float, default=80)
+    ap.add_argument("--s3rvers", type=int, default=1)
+    ap.add_argument("--loader_workers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lookahead", type=int, default=0,
+                    help="PrefetchSampler's lookahead (0: its default)")
+    ap.add_argument("--worker_flags", default="", help="comma-separated")
+    ap.add_argument("--fuse_flags", default="", help="comma-separated")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    args.parallel = [int(n) for n in args.parallel.split(",") if n]
+    if args.readers not in args.parallel:
+        args.parallel.insert(0, args.readers)
+    rows = [r for r in args.rows.split(",") if r]
+    for r in rows:
+        if r not in ROWS:
+            raise SystemExit(f"--rows: unknown {r}; known: {', '.join(ROWS)}")
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    workdir = tempfile.mkdtemp(prefix="larder-coldbench.")
+    os.makedirs(os.path.join(workdir, "logs"))
+    b = Bench(args, workdir)
+    status = 0
+    try:
+        print(f"work directory {workdir}", file=sys.stderr)
+        b.start_store()
+        b.start_larder()
+        rounds = []
+        for i in range(args.rounds):
+            print(f"round {i + 1}...", file=sys.stderr, flush=True)
+            run_round(b, rows, rounds)
+            for k, v in rounds[-1].items():
+                print(f"  {k}: {v[0] / v[2]:.1f} files/s, {v[1] / v[2] / 1e6:.1f} MB/s",
+                      file=sys.stderr, flush=True)
+        print_table(b, rounds)
+    except KeyboardInterrupt:
+        print("interrupted: cleaning up", file=sys.stderr)
+        status = 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        b.procs.cleanup()
+        if args.keep:
+            print(f"kept {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
