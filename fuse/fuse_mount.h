@@ -89,9 +89,9 @@ struct FuseOptions {
   int list_page_size = 1000;
   // /metrics and /healthz; empty disables.
   std::string ops_listen = "127.0.0.1:7072";
-  // The daemon's ClientOptions::readahead_blocks (a library client's
-  // default is 4): blocks a sequential reader has fetched ahead.
-  static constexpr int kReadaheadBlocks = 8;
+  // The daemon's ClientOptions::readahead_blocks: blocks a sequential
+  // reader has fetched ahead.
+  static constexpr int kReadaheadBlocks = 16;
 };
 
 // The errno a FUSE reply carries for `status` (see the file comment).
