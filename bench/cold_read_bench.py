@@ -26,7 +26,9 @@ Rows (--rows, in this order within each round):
             flight (the best is the front's ceiling in MB/s).
 
 For each row the front's counts per file: object GETs, HEADs and listings
-(GETs of a bucket), so a request Larder adds shows.
+(GETs of a bucket), so a request Larder adds shows; and the CPU per file of
+the store (s3rver and the front), of Larder (master, worker, FUSE daemon)
+and of the clients (the reader threads, `larder load`, the loaders).
 
   /usr/bin/python3 bench/cold_read_bench.py [--files 1000] [--file_kib 100]
       [--dirs 5] [--readers 8] [--parallel 8,32,128] [--shard_mib 1024]
@@ -100,6 +102,7 @@ class Bench:
         self.mnt = os.path.join(workdir, "mnt")
         self.file_bytes = args.file_kib << 10
         self.notes = []
+        self.larder_pids = []
 
     def log(self, name):
         return os.path.join(self.workdir, "logs", name)
@@ -165,6 +168,8 @@ class Bench:
         self.cluster = Cluster(workers=1, ram="8GiB", worker_flags=flags)
         self.procs.defer(self.cluster.stop)
         self.cluster.start()
+        self.larder_pids = [self.cluster._master.proc.pid] + [
+            w.proc.pid for w in self.cluster.workers]
         self.cluster.mount("/data", f"s3://{BUCKET}?endpoint={self.proxy.endpoint}"
                            "&region=us-east-1&path_style=true")
         os.makedirs(self.mnt)
@@ -186,6 +191,7 @@ class Bench:
                 fuse.wait()
 
         self.procs.defer(unmount)
+        self.larder_pids.append(fuse.pid)
         deadline = time.monotonic() + 30
         while not os.path.isdir(os.path.join(self.mnt, "data")):
             if fuse.poll() is not None or time.monotonic() > deadline:
@@ -193,13 +199,26 @@ class Bench:
             time.sleep(0.1)
 
     # -- measuring --
+    def cpu(self):
+        """CPU seconds so far of: the store (s3rver + front), Larder (master,
+        workers, FUSE daemon), and this process with its children (the
+        readers, `larder load`, the loaders)."""
+        store = sum(benchlib.proc_cpu(p) for p in self.s3rver_pids)
+        store += benchlib.proc_cpu(self.proxy.proc.pid)
+        larder = sum(benchlib.proc_cpu(p) for p in self.larder_pids)
+        t = os.times()
+        return {"store": store, "larder": larder,
+                "clients": t.user + t.system + t.children_user + t.children_system}
+
     def measure(self, fn):
         """Runs fn() -> (count, bytes, seconds) between two snapshots of the
-        front's counters; returns (count, bytes, seconds, counters)."""
-        before = self.proxy.stats()
+        front's counters and the CPU; returns (count, bytes, seconds,
+        counters, cpu)."""
+        before, cpu = self.proxy.stats(), self.cpu()
         n, nbytes, seconds = fn()
-        after = self.proxy.stats()
-        return n, nbytes, seconds, diff(after, before)
+        after, cpu_after = self.proxy.stats(), self.cpu()
+        return (n, nbytes, seconds, diff(after, before),
+                {k: cpu_after[k] - cpu[k] for k in cpu})
 
     def read_files(self, paths, threads):
         """Reads every path whole with `threads` threads; (files, bytes, s)."""
@@ -352,7 +371,8 @@ def print_table(b, rounds):
           f"{a.files} files of {a.file_kib} KiB per set, {a.readers} readers, "
           f"median of {len(rounds)} round(s)")
     print(f"{'ROW':<10} {'FILES/s':>9} {'MB/s':>8} {'VS':>22} {'GET/file':>9} "
-          f"{'HEAD/file':>10} {'LIST/file':>10}")
+          f"{'HEAD/file':>10} {'LIST/file':>10} {'CPU us/file: STORE':>19} "
+          f"{'LARDER':>7} {'CLIENTS':>8}")
     for key, (fps, mbps, first) in med.items():
         n = first[0]
         g, h, lst = per_file(first[3], n)
@@ -366,7 +386,10 @@ def print_table(b, rounds):
             vs = f"{mbps / mb_ceiling:.0%} of MB/s ceiling" if mb_ceiling else ""
         else:
             vs = f"{fps / ceiling:.0%} of ceiling" if ceiling else ""
-        print(f"{key:<10} {fps:9.1f} {mbps:8.1f} {vs:>22} {g:9.2f} {h:10.2f} {lst:10.2f}")
+        cpu = first[4]
+        print(f"{key:<10} {fps:9.1f} {mbps:8.1f} {vs:>22} {g:9.2f} {h:10.2f} {lst:10.2f} "
+              f"{1e6 * cpu['store'] / n:19.0f} {1e6 * cpu['larder'] / n:7.0f} "
+              f"{1e6 * cpu['clients'] / n:8.0f}")
     if ceiling:
         print(f"front's ceiling: {ceiling:.0f} files/s (best plain GETs row)"
               + (f", {mb_ceiling:.0f} MB/s (best ranged row)" if mb_ceiling else ""))

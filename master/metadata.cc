@@ -184,10 +184,23 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::List(
     ToProto(e, Join(mount.path(), e.path), resp.add_entries());
   resp.set_next_page_token(page.next_page_token);
   absl::MutexLock lock(&mu_);
-  lists_[key] = {resp, now + absl::Milliseconds(mount.metadata_ttl_ms())};
+  const absl::Time expires = EarliestLook(
+      resp, now + absl::Milliseconds(mount.metadata_ttl_ms()), now);
+  lists_[key] = {resp, expires};
   Inserted(now);
-  resp.set_ttl_remaining_ms(std::max<uint64_t>(1, mount.metadata_ttl_ms()));
+  resp.set_ttl_remaining_ms(RemainingMs(expires, now));
   return resp;
+}
+
+absl::Time UnderStoreMetadata::EarliestLook(const v1::ListResponse& page,
+                                            absl::Time expires,
+                                            absl::Time now) {
+  for (const v1::ObjectInfo& e : page.entries()) {
+    if (auto it = stats_.find(e.path());
+        it != stats_.end() && it->second.expires > now)
+      expires = std::min(expires, it->second.expires);
+  }
+  return expires;
 }
 
 void UnderStoreMetadata::Inserted(absl::Time now) {

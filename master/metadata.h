@@ -103,6 +103,12 @@ class UnderStoreMetadata {
   // of its directory (made by this call, or by a concurrent one).
   bool ListDirectoryForStat(const v1::MountEntry& mount, const std::string& rel,
                             absl::Time now);
+  // When a new listing page, fresh until `expires`, is to be dropped: no
+  // later than the unexpired Stat answers held for its entries, so that a
+  // node that fills its cache from the page keeps each entry no longer
+  // than one TTL from this master's first look at it.
+  absl::Time EarliestLook(const v1::ListResponse& page, absl::Time expires,
+                          absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const MountRegistry* const mounts_;
   MountStores stores_;

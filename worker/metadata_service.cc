@@ -12,6 +12,21 @@
 #include "understore/uri.h"
 
 namespace larder {
+namespace {
+
+// What the master's Stat answers for a listed entry of `mount`.
+v1::StatResponse StatOf(const v1::ObjectInfo& e, const Mount& mount) {
+  v1::StatResponse r;
+  *r.mutable_info() = e;
+  r.set_mount(mount.name);
+  r.set_relative(e.path().size() > mount.name.size()
+                     ? e.path().substr(mount.name.size() + 1)
+                     : std::string());
+  r.set_block_size(mount.block_size);
+  return r;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetadataService>> MetadataService::Create(
     Options options, const WorkerMounts* mounts, WorkerMetrics* metrics) {
@@ -59,7 +74,7 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Stat(
     metrics_->metadata_hits.Increment();
     answer = Answer{f->value, f->expires - absl::Now()};
   } else {
-    answer = Fetch(key, m->metadata_ttl);
+    answer = Fetch(key, *m);
     if (!answer.ok()) {
       metrics_->metadata_errors.Increment();
       return answer.status();
@@ -76,7 +91,8 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Stat(
 }
 
 absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
-    const std::string& key, absl::Duration ttl) {
+    const std::string& key, const Mount& mount) {
+  absl::Duration ttl = mount.metadata_ttl;
   std::shared_ptr<Flight> flight;
   bool leader = false;
   uint64_t generation = 0;
@@ -107,15 +123,30 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
     return Answer{std::move(s), flight->expires - absl::Now()};
   }
   metrics_->metadata_misses.Increment();
-  v1::StatRequest req;
-  req.set_path(key);
+  absl::Status st;
   v1::StatResponse resp;
-  const absl::Status st = FromGrpcStatus(
-      master_->Call(&v1::Master::Stub::Stat, req, &resp, options_.rpc_timeout));
-  // Fresh for what was left of it in the master's cache.
-  if (st.ok()) ttl = FreshFor(ttl, resp.ttl_remaining_ms());
-  const absl::Time now = absl::Now();
-  flight->expires = now + ttl;
+  absl::StatusOr<std::optional<Listed>> listed =
+      FromDirectory(key, mount, generation);
+  if (!listed.ok()) {
+    // No such directory: no such path either (kept, negative); another
+    // error is not kept.
+    st = listed.status();
+    flight->expires =
+        absl::Now() + (absl::IsNotFound(st) ? ttl : absl::ZeroDuration());
+  } else if (*listed) {
+    st = (*listed)->status;
+    resp = std::move((*listed)->response);
+    flight->expires = (*listed)->expires;
+    ttl = flight->expires - absl::Now();
+  } else {
+    v1::StatRequest req;
+    req.set_path(key);
+    st = FromGrpcStatus(master_->Call(&v1::Master::Stub::Stat, req, &resp,
+                                      options_.rpc_timeout));
+    // Fresh for what was left of it in the master's cache.
+    if (st.ok()) ttl = FreshFor(ttl, resp.ttl_remaining_ms());
+    flight->expires = absl::Now() + ttl;
+  }
   if (st.ok() || st.code() == absl::StatusCode::kNotFound) {
     // NotFound is an answer too: kept, negative.
     flight->result =
@@ -138,6 +169,91 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const NodeMetadataCache::Stat> s,
                           flight->result);
   return Answer{std::move(s), ttl};
+}
+
+absl::StatusOr<std::optional<MetadataService::Listed>>
+MetadataService::FromDirectory(const std::string& key, const Mount& mount,
+                               uint64_t generation) {
+  const size_t slash = key.rfind('/');
+  if (slash == std::string::npos || slash < mount.name.size())
+    return std::nullopt;
+  const std::string dir = key.substr(0, slash);
+  std::shared_ptr<DirFlight> flight;
+  bool leader = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = unlisted_.find(dir); it != unlisted_.end()) {
+      if (it->second > absl::Now()) return std::nullopt;
+      unlisted_.erase(it);
+    }
+    std::shared_ptr<DirFlight>& slot = dir_flights_[dir];
+    if (slot == nullptr) {
+      slot = std::make_shared<DirFlight>();
+      leader = true;
+    }
+    flight = slot;
+  }
+  if (leader) {
+    auto entries = std::make_shared<std::vector<v1::ObjectInfo>>();
+    absl::Duration ttl = mount.metadata_ttl;
+    absl::Status st;
+    std::string token;
+    for (int page = 0; st.ok(); ++page) {
+      if (page == kFillPages) {
+        entries.reset();  // Too large: its files are Stat'ed.
+        break;
+      }
+      v1::ListRequest req;
+      req.set_path(dir);
+      req.set_page_token(token);
+      req.set_page_size(1000);
+      v1::ListResponse resp;
+      st = FromGrpcStatus(master_->Call(&v1::Master::Stub::List, req, &resp,
+                                        options_.rpc_timeout));
+      if (!st.ok()) break;
+      ttl = FreshFor(ttl, resp.ttl_remaining_ms());
+      for (v1::ObjectInfo& e : *resp.mutable_entries())
+        entries->push_back(std::move(e));
+      token = resp.next_page_token();
+      if (token.empty()) break;
+    }
+    const absl::Time now = absl::Now();
+    flight->expires = now + ttl;
+    flight->status = st;
+    if (st.ok() && entries != nullptr) {
+      std::sort(entries->begin(), entries->end(),
+                [](const v1::ObjectInfo& a, const v1::ObjectInfo& b) {
+                  return a.path() < b.path();
+                });
+      flight->entries = std::move(entries);
+    }
+    absl::MutexLock lock(&mu_);
+    if (st.ok() && flight->entries == nullptr) {
+      if (unlisted_.size() >= 10000) unlisted_.clear();
+      unlisted_[dir] = now + mount.metadata_ttl;
+    } else if (st.ok() && generation == generation_) {
+      // Every entry, as the master's Stat would answer it.
+      for (const v1::ObjectInfo& e : *flight->entries) {
+        cache_.PutStat(e.path(), {absl::OkStatus(), StatOf(e, mount)},
+                       flight->expires);
+      }
+    }
+    dir_flights_.erase(dir);
+    flight->done.Notify();
+  } else {
+    flight->done.WaitForNotification();
+  }
+  LARDER_RETURN_IF_ERROR(flight->status);
+  if (flight->entries == nullptr) return std::nullopt;
+  const auto& entries = *flight->entries;
+  auto it = std::lower_bound(entries.begin(), entries.end(), key,
+                             [](const v1::ObjectInfo& e, const std::string& k) {
+                               return e.path() < k;
+                             });
+  // Not in it: created since, perhaps; the master decides (it looks at
+  // the store when its own listing does not have it).
+  if (it == entries.end() || it->path() != key) return std::nullopt;
+  return Listed{absl::OkStatus(), StatOf(*it, mount), flight->expires};
 }
 
 bool MetadataService::Behind(uint64_t epoch, uint64_t seq) const {
