@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cli/commands.h"
 #include "cli/flag_parser.h"
 #include "cli/version_info.h"
@@ -135,4 +136,12 @@ int Main(int argc, char** argv) {
 
 }  // namespace larder::cli
 
-int main(int argc, char** argv) { return larder::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Debian's Abseil is built with Mutex deadlock detection on (a debug
+  // aid): every lock then records itself in one process-wide graph under a
+  // global lock. That made a lock 4x dearer on one thread and 36x with two
+  // threads taking mutexes of their own (2-core VM), and serialized the
+  // daemons' threads. Off before any thread starts; the tests keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return larder::cli::Main(argc, argv);
+}

@@ -432,11 +432,11 @@ void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->noflush = 1;
   fi->direct_io = fs->UseDirectIo((*file)->info().size);
   auto* f = new OpenFile{std::move(*file), std::move(inode)};
-  // Passthrough is set up for large (direct_io) opens only, and O_DIRECT
-  // cannot be passed on: memfds do not take it.
+  // Passthrough for every file the local worker holds whole in RAM; not
+  // O_DIRECT, which memfds do not take.
   absl::StatusOr<int> backing = f->inode->AttachOpen(
-      f->file->info().version, fi->direct_io && !(fi->flags & O_DIRECT),
-      fs->backing_, [f] { return f->file->OpenLocalObject(); });
+      f->file->info().version, !(fi->flags & O_DIRECT), fs->backing_,
+      [f] { return f->file->OpenLocalObject(); });
   if (!backing.ok()) {
     fs->ReplyError(req, scope, "open", f->file->info().path, backing.status());
     delete f;

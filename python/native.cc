@@ -702,6 +702,10 @@ PYBIND11_MODULE(_native, m) {
   using larder::NativeClient;
   using larder::NativeFile;
   m.doc() = "The Larder client library (use the larder package, not this).";
+  // Debian's Abseil locks with deadlock detection on: a process-wide graph
+  // under one global lock on every Mutex lock (4x a lock's cost on one
+  // thread, far more across threads). The client's threads start later.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   py::class_<FileInfo>(m, "FileInfo")
       .def_readonly("path", &FileInfo::path)

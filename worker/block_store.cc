@@ -452,11 +452,28 @@ void BlockStore::RetireObjects(
   }
 }
 
-absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
-    const BlockId& id, absl::Time until) {
+absl::StatusOr<BlockStore::Export> BlockStore::ExportObject(const BlockId& id,
+                                                            absl::Time until) {
   LARDER_RETURN_IF_ERROR(id.Validate());
   const absl::Time now = Touch();
   absl::MutexLock lock(&mu_);
+  if (BlockCount(id.object_size, id.block_size) == 1) {
+    // One block: its own memfd holds the object at offset 0 (small files
+    // are read by the kernel from the worker's memory too).
+    BlockId only = id;
+    only.index = 0;
+    std::shared_ptr<const Block> block = LookupRam(only.Key());
+    if (!block || block->offset() != 0 || block->length() != id.object_size ||
+        !CheckSameBlock(block->id(), only).ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(id.mount, "/", id.path, " is not in this worker's RAM"));
+    }
+    ram_.Lease(block->key(), until);
+    metrics_->hits_ram.Increment();
+    NoteReread(block, now);
+    metrics_->leases.Set(++leases_);
+    return Export{block->fd(), block->length(), block};
+  }
   auto it = objects_.find(ObjectKey(id));
   std::shared_ptr<const ObjectFile> object =
       it == objects_.end() ? nullptr : it->second.lock();
@@ -484,7 +501,7 @@ absl::StatusOr<std::shared_ptr<const ObjectFile>> BlockStore::ExportObject(
   }
   leases_ += static_cast<int>(found.size());
   metrics_->leases.Set(leases_);
-  return object;
+  return Export{object->fd(), object->size(), object};
 }
 
 void BlockStore::UnexportObject(const BlockId& id) {

@@ -155,6 +155,13 @@ class BlockStore {
   bool Lease(const BlockKey& key, absl::Time until);
   void Unlease(const BlockKey& key);
 
+  // A whole object lent as one read-only memfd, the object at offset 0: its
+  // object file, or the memfd of its only block.
+  struct Export {
+    int fd = -1;  // Valid while `hold` lives; dup it to pass it on.
+    uint64_t size = 0;
+    std::shared_ptr<const void> hold;
+  };
   // Lends a whole cached object as one read-only memfd (FUSE passthrough:
   // the kernel reads it without asking anyone): `id` names any block of it.
   // Every block of the object is leased until `until` or UnexportObject, so
@@ -162,10 +169,9 @@ class BlockStore {
   // lasts; the bytes stay valid for as long as anyone holds the fd, whatever
   // the worker does (an expired export only makes the blocks evictable). Counts
   // one RAM hit per block. Errors: FailedPrecondition (not every block is in
-  // RAM, or the object is not kept as one memfd: see object_file_max_bytes),
-  // InvalidArgument.
-  absl::StatusOr<std::shared_ptr<const ObjectFile>> ExportObject(
-      const BlockId& id, absl::Time until);
+  // RAM, or an object of several blocks is not kept as one memfd: see
+  // object_file_max_bytes), InvalidArgument.
+  absl::StatusOr<Export> ExportObject(const BlockId& id, absl::Time until);
   void UnexportObject(const BlockId& id);
 
   // Drops blocks from every tier; returns how many entries were removed.

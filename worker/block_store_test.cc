@@ -261,6 +261,32 @@ TEST_F(BlockStoreTest, PinnedBlocksSurvivePressure) {
   EXPECT_EQ(store_->reads(), reads);
 }
 
+// An object of one block is lent whole too: its block's own memfd, the
+// object at offset 0 (small files read by the kernel from the worker's
+// memory).
+TEST_F(BlockStoreTest, AnObjectOfOneBlockIsLentAsItsBlocksMemfd) {
+  const std::string data = Pattern(100 * 1024 + 7, 4);
+  store_->Put("small", data);
+  auto bs = Make();
+  EXPECT_EQ(
+      bs->ExportObject(Id("small", 0), absl::InfiniteFuture()).status().code(),
+      absl::StatusCode::kFailedPrecondition);  // Not cached yet.
+  ASSERT_TRUE(bs->Get(Id("small", 0)).ok());
+  BlockId wrong = Id("small", 0);
+  wrong.object_size = data.size() - 1;
+  EXPECT_EQ(bs->ExportObject(wrong, absl::InfiniteFuture()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto lent = bs->ExportObject(Id("small", 0), absl::InfiniteFuture());
+  ASSERT_TRUE(lent.ok()) << lent.status();
+  EXPECT_EQ(lent->size, data.size());
+  std::string whole(data.size() + 1, '\0');
+  EXPECT_EQ(::pread(lent->fd, whole.data(), whole.size(), 0),
+            static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(whole.substr(0, data.size()), data);
+  EXPECT_EQ(::pwrite(lent->fd, "x", 1, 0), -1);  // Read-only.
+  bs->UnexportObject(Id("small", 0));
+}
+
 TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
   const std::string data = Pattern(3 * kBlock - 100, 9);
   store_->Put("shard", data);
@@ -290,16 +316,16 @@ TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
   }
   auto object = bs->ExportObject(Id("shard", 2), absl::InfiniteFuture());
   ASSERT_TRUE(object.ok()) << object.status();
-  EXPECT_EQ((*object)->size(), data.size());
+  EXPECT_EQ(object->size, data.size());
   std::string whole(data.size() + 1, '\0');
-  EXPECT_EQ(::pread((*object)->fd(), whole.data(), whole.size(), 0),
+  EXPECT_EQ(::pread(object->fd, whole.data(), whole.size(), 0),
             static_cast<ssize_t>(data.size()));
   EXPECT_EQ(whole.substr(0, data.size()), data);
   // Whoever holds the fd can only read it.
-  EXPECT_EQ(::pwrite((*object)->fd(), "x", 1, 0), -1);
-  EXPECT_EQ(::ftruncate((*object)->fd(), 1), -1);
-  EXPECT_EQ(::fallocate((*object)->fd(),
-                        FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096),
+  EXPECT_EQ(::pwrite(object->fd, "x", 1, 0), -1);
+  EXPECT_EQ(::ftruncate(object->fd, 1), -1);
+  EXPECT_EQ(::fallocate(object->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        0, 4096),
             -1);
   EXPECT_EQ(bs->GetStats().leases, 3u);
   bs->UnexportObject(Id("shard", 0));
@@ -353,11 +379,11 @@ TEST_F(BlockStoreTest, AnObjectLeavesRamWholeAndLentBytesOutliveIt) {
   EXPECT_EQ(store_->reads(), reads + 1);
   // The fd lent before keeps a's bytes, whatever the worker did since.
   std::string whole(a.size(), '\0');
-  EXPECT_EQ(::pread((*lent)->fd(), whole.data(), whole.size(), 0),
+  EXPECT_EQ(::pread(lent->fd, whole.data(), whole.size(), 0),
             static_cast<ssize_t>(a.size()));
   EXPECT_TRUE(whole == a);
   // The refetched block lives in a new memfd, not the lent one.
-  EXPECT_NE(bs->Get(Id("a", 0))->block->object(), *lent);
+  EXPECT_NE(bs->Get(Id("a", 0))->block->fd(), lent->fd);
 }
 
 // An export is a lease: once it runs out the object's blocks are evictable
@@ -380,7 +406,7 @@ TEST_F(BlockStoreTest, AnExportThatRunsOutNoLongerPinsTheObject) {
   for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(bs->Get(Id("b", i)).ok());
   EXPECT_EQ(bs->Get(Id("a", 0))->source, BlockSource::kUnderStore);
   std::string whole(a.size(), '\0');
-  EXPECT_EQ(::pread((*lent)->fd(), whole.data(), whole.size(), 0),
+  EXPECT_EQ(::pread(lent->fd, whole.data(), whole.size(), 0),
             static_cast<ssize_t>(a.size()));
   EXPECT_TRUE(whole == a);
 }
@@ -431,7 +457,7 @@ TEST_F(BlockStoreTest, AMisstatedObjectSizeCachesNothing) {
             absl::StatusCode::kFailedPrecondition);
   auto lent = bs->ExportObject(Id("whole", 0), absl::InfiniteFuture());
   ASSERT_TRUE(lent.ok()) << lent.status();
-  EXPECT_EQ((*lent)->size(), data.size());
+  EXPECT_EQ(lent->size, data.size());
   bs->UnexportObject(Id("whole", 0));
   EXPECT_EQ(bs->ExportObject(wrong0, absl::InfiniteFuture()).status().code(),
             absl::StatusCode::kFailedPrecondition);

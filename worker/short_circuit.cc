@@ -175,7 +175,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
     v1::ShortCircuitResponse resp;
     std::vector<std::shared_ptr<const Block>>
         hold;  // Keeps the fds valid until sent.
-    std::shared_ptr<const ObjectFile> object_hold;
+    std::shared_ptr<const void> object_hold;
     std::vector<int> fds;
     if (!req.ParseFromString(frame)) {
       resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -205,7 +205,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
           req.blocks_size() == 1
               ? MayRead(peer, id)
               : absl::InvalidArgumentError("EXPORT names one block");
-      absl::StatusOr<std::shared_ptr<const ObjectFile>> object =
+      absl::StatusOr<BlockStore::Export> object =
           allowed.ok() ? store_->ExportObject(id, absl::Now() + lease)
                        : allowed;
       if (!object.ok()) {
@@ -217,12 +217,12 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
         g->set_lease_ms(
             static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
         g->set_offset(0);
-        g->set_length((*object)->size());
+        g->set_length(object->size);
         g->set_source("ram");
-        fds.push_back((*object)->fd());
-        CountServed(metrics_, BlockSource::kRam, (*object)->size(),
+        fds.push_back(object->fd);
+        CountServed(metrics_, BlockSource::kRam, object->size,
                     ServePath::kShortCircuit);
-        object_hold = *std::move(object);
+        object_hold = std::move(object->hold);
       }
     } else if (req.blocks_size() == 0 ||
                static_cast<size_t>(req.blocks_size()) > kMaxFramesFds) {

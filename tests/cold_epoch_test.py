@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""A cold epoch through `larder fuse` over an S3 that behaves like a remote
+one (tests/servers/shaping_proxy.py: 25 ms to the first byte, 80 MB/s per
+connection) stays within the store's ceiling: every file costs the store one
+GET and nothing else (no HEAD; a listing per directory at most), and 8
+readers through Larder get at least 60% of what 8 plain GETs in flight get
+from the same front in the same run (measured 88-94% on a 2-core VM by
+bench/cold_read_bench.py; the margin is for a loaded machine).
+
+  /usr/bin/python3 -m pytest -q tests/cold_epoch_test.py   (as root: FUSE)
+
+It uses the machinery of bench/cold_read_bench.py (a real s3rver, the
+front, a master, a worker and a FUSE mount).
+"""
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
+import benchlib  # noqa: E402
+from cold_read_bench import Bench  # noqa: E402
+
+FILES = 240
+DIRS = 4
+READERS = 8
+
+
+@pytest.fixture(scope="module")
+def bench():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (FUSE, drop_caches)")
+    args = argparse.Namespace(
+        files=FILES, file_kib=100, dirs=DIRS, readers=READERS, parallel=[READERS],
+        shard_mib=0, rounds=1, first_byte_ms=25, rate_mbps=80, s3rvers=1,
+        loader_workers=0, batch=0, lookahead=0, worker_flags="", fuse_flags="",
+        keep=False)
+    workdir = tempfile.mkdtemp(prefix="larder-coldtest.")
+    os.makedirs(os.path.join(workdir, "logs"))
+    b = Bench(args, workdir)
+    try:
+        b.start_store()
+        b.start_larder()
+        yield b
+    finally:
+        b.procs.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_cold_epoch_costs_one_get_per_file_and_keeps_up_with_plain_gets(bench):
+    _, plain_paths = bench.new_set()
+    n, _, plain_s, plain = bench.measure(lambda: bench.gets(plain_paths, READERS))[:4]
+    assert n == FILES
+    assert plain["gets"]["object"] == FILES
+
+    name, paths = bench.new_set()
+    files = [os.path.join(bench.mnt, "data", p) for p in paths]
+    random.shuffle(files)
+    benchlib.drop_caches()
+    n, nbytes, fuse_s, front, _ = bench.measure(lambda: bench.read_files(files, READERS))
+    assert n == FILES
+    assert nbytes == FILES * bench.file_bytes
+    # The store's side: one GET per file, no HEAD, a listing per directory
+    # (and the set's own and the mount's) at most.
+    assert front["gets"]["object"] == FILES, front
+    assert front["requests_by_method"].get("HEAD", 0) == 0, front
+    assert front["gets"]["listing"] <= DIRS + 2, front
+    # The rate: at least 60% of 8 plain GETs in flight.
+    assert FILES / fuse_s >= 0.6 * FILES / plain_s, (
+        f"Larder {FILES / fuse_s:.0f} files/s, plain GETs {FILES / plain_s:.0f}")
