@@ -23,6 +23,7 @@ a local directory as under-store). Prints one table.
 
   PYTHONPATH=build/python bench/python_loader_bench.py [--files 5000] [--size 102400]
       [--workers 4] [--rounds 5] [--shard_mib 1024] [--dir /tmp/larder-pybench]
+      [--fuse_flags=--flag=value,...]
 """
 import argparse
 import os
@@ -94,6 +95,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--shard_mib", type=int, default=1024)
     ap.add_argument("--dir", default="/tmp/larder-pybench")
+    ap.add_argument("--fuse_flags", default="",
+                    help="extra `larder fuse` flags, comma-separated")
     args = ap.parse_args()
 
     shutil.rmtree(args.dir, ignore_errors=True)
@@ -126,7 +129,8 @@ def main():
         os.makedirs(mnt, exist_ok=True)
         env = dict(os.environ, LARDER_MASTER=c.master)
         fuse = subprocess.Popen([c.cli, "fuse", mnt,
-                                 "--fuse_metrics_listen=127.0.0.1:%d" % free_port()],
+                                 "--fuse_metrics_listen=127.0.0.1:%d" % free_port()]
+                                + [f for f in args.fuse_flags.split(",") if f],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 30

@@ -49,9 +49,19 @@ ABSL_FLAG(std::string, direct_io_min_size,
           "(direct_io: one copy, from the worker's memory into the reader's "
           "buffer); 0 = every file, off = none.");
 ABSL_FLAG(bool, passthrough, larder::FuseOptions().passthrough,
-          "fuse: hand large files the worker on this node holds whole in RAM "
-          "to the kernel as its memfd (FUSE passthrough, Linux 6.9+): reads "
-          "then bypass this daemon.");
+          "fuse: hand files the worker on this node holds whole in RAM to "
+          "the kernel as its memfd (FUSE passthrough, Linux 6.9+): reads "
+          "then bypass this daemon, and nothing is cached twice.");
+ABSL_FLAG(std::string, passthrough_min_size,
+          larder::BytesFlagText(larder::FuseOptions().passthrough_min_size),
+          "fuse: passthrough only for files at least this large (0 = every "
+          "file; smaller ones are cached by the kernel's page cache, beside "
+          "the worker's RAM).");
+ABSL_FLAG(absl::Duration, passthrough_keep,
+          larder::FuseOptions().passthrough_keep,
+          "fuse: how long a passthrough file's memfd is kept after its last "
+          "close for the next open (at most 25s, under the worker's lease; "
+          "0 = closed at once).");
 ABSL_FLAG(std::string, kernel_read_ahead,
           larder::BytesFlagText(larder::FuseOptions().read_ahead),
           "fuse: kernel readahead window of the mount (0 = kernel default).");
@@ -113,6 +123,11 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
   LARDER_ASSIGN_OR_RETURN(o.read_ahead,
                           ParseBytes(absl::GetFlag(FLAGS_kernel_read_ahead)));
   o.passthrough = absl::GetFlag(FLAGS_passthrough);
+  LARDER_ASSIGN_OR_RETURN(
+      o.passthrough_min_size,
+      ParseBytes(absl::GetFlag(FLAGS_passthrough_min_size)));
+  o.passthrough_keep = std::clamp(absl::GetFlag(FLAGS_passthrough_keep),
+                                  absl::ZeroDuration(), absl::Seconds(25));
   o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));
   o.allow_other = absl::GetFlag(FLAGS_allow_other);
   o.auto_unmount = absl::GetFlag(FLAGS_auto_unmount);
@@ -244,16 +259,16 @@ absl::Status RunFuse(const std::vector<std::string>& args) {
 
 const Command kFuseCommand = {
     "fuse", "mount the cluster namespace read-only with FUSE", kUsage, &RunFuse,
-    FlagList(
-        {kLogFlags,
-         kClientFlags,
-         kClientReadFlags,
-         kClientWriteFlags,
-         kHttpFlags,
-         {"log_file", "daemon", "attr_timeout", "entry_timeout",
-          "negative_timeout", "keep_cache", "max_read", "kernel_read_ahead",
-          "direct_io_min_size", "passthrough", "fuse_threads", "allow_other",
-          "auto_unmount", "fuse_metrics_listen", "readahead_blocks",
-          "list_page_size", "allowed_file_roots"}})};
+    FlagList({kLogFlags,
+              kClientFlags,
+              kClientReadFlags,
+              kClientWriteFlags,
+              kHttpFlags,
+              {"log_file", "daemon", "attr_timeout", "entry_timeout",
+               "negative_timeout", "keep_cache", "max_read",
+               "kernel_read_ahead", "direct_io_min_size", "passthrough",
+               "passthrough_min_size", "passthrough_keep", "fuse_threads",
+               "allow_other", "auto_unmount", "fuse_metrics_listen",
+               "readahead_blocks", "list_page_size", "allowed_file_roots"}})};
 
 }  // namespace larder::cli

@@ -2,11 +2,14 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace larder {
@@ -44,6 +47,26 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
   }
   ::close(fd);
   return out;
+}
+
+uint64_t RaiseFdLimit() {
+  struct rlimit r;
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
+  uint64_t nr_open = 0;
+  if (absl::StatusOr<std::string> text =
+          ReadWholeFile("/proc/sys/fs/nr_open", "fs.nr_open", 64);
+      text.ok()) {
+    (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &nr_open);
+  }
+  if (nr_open > r.rlim_max) {
+    struct rlimit raised = {nr_open, nr_open};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return nr_open;
+  }
+  if (r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &r) != 0) ::getrlimit(RLIMIT_NOFILE, &r);
+  }
+  return r.rlim_cur;
 }
 
 }  // namespace larder

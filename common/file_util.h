@@ -23,6 +23,11 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
                                           absl::string_view what,
                                           size_t max_bytes);
 
+// Raises this process's descriptor limit as far as the system lets it (root
+// may raise the hard limit up to fs.nr_open) and returns the limit in force.
+// For daemons that hold a descriptor per cached block or lent file.
+uint64_t RaiseFdLimit();
+
 }  // namespace larder
 
 #endif  // LARDER_COMMON_FILE_UTIL_H_

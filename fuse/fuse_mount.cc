@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/ops_server.h"
@@ -149,6 +151,11 @@ absl::Status FuseMount::Fs::Mount() {
   LARDER_RETURN_IF_ERROR(CheckMountpoint());
   RaisePipeMaxSize(options_.max_read);
   RaiseMaxPagesLimit(options_.max_read);
+  // A passthrough file kept between opens holds a descriptor (the worker's
+  // memfd): half of what the limit allows, at most 65,536.
+  backing_.set_max_kept(
+      static_cast<size_t>(std::min<uint64_t>(65536, RaiseFdLimit() / 2)));
+  backing_.set_keep(options_.passthrough_keep);
   std::string opts =
       absl::StrCat("fsname=larder,subtype=larder,default_permissions,max_read=",
                    options_.max_read);

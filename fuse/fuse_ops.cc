@@ -432,11 +432,13 @@ void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->noflush = 1;
   fi->direct_io = fs->UseDirectIo((*file)->info().size);
   auto* f = new OpenFile{std::move(*file), std::move(inode)};
-  // Passthrough for every file the local worker holds whole in RAM; not
-  // O_DIRECT, which memfds do not take.
+  // Passthrough for the files the local worker holds whole in RAM (from
+  // --passthrough_min_size up); not O_DIRECT, which memfds do not take.
   absl::StatusOr<int> backing = f->inode->AttachOpen(
-      f->file->info().version, !(fi->flags & O_DIRECT), fs->backing_,
-      [f] { return f->file->OpenLocalObject(); });
+      f->file->info().version,
+      !(fi->flags & O_DIRECT) &&
+          f->file->info().size >= fs->options_.passthrough_min_size,
+      fs->backing_, [f] { return f->file->OpenLocalObject(); });
   if (!backing.ok()) {
     fs->ReplyError(req, scope, "open", f->file->info().path, backing.status());
     delete f;

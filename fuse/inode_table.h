@@ -42,9 +42,11 @@ namespace larder {
 
 class BackingFiles;  // passthrough.h
 
-class Inode {
+class Inode : public std::enable_shared_from_this<Inode> {
  public:
   explicit Inode(std::string p) : path(std::move(p)) {}
+  // Closes a backing file kept after its last open (DetachOpen).
+  ~Inode();
 
   const std::string path;  // Cluster path.
 
@@ -63,9 +65,15 @@ class Inode {
       absl::FunctionRef<absl::StatusOr<LocalSlice>()> local_object)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Undoes a successful AttachOpen (`passthrough`: it returned an id) at
-  // release, or when the kernel never got the open reply.
+  // release, or when the kernel never got the open reply. After the last
+  // passthrough open the backing file is kept (with the worker's lease on
+  // the object) for the next open until BackingFiles::keep() has passed, so
+  // an epoch that opens the file again pays no worker round trip.
   void DetachOpen(bool passthrough, BackingFiles& backing)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes the backing file if it is kept with no open and its time is up
+  // (or `now` is InfiniteFuture). Called by BackingFiles's sweep.
+  void DropKept(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class InodeTable;
@@ -82,6 +90,11 @@ class Inode {
   std::string backing_version_ ABSL_GUARDED_BY(mu_);
   int backing_opens_ ABSL_GUARDED_BY(mu_) = 0;
   LocalSlice backing_object_ ABSL_GUARDED_BY(mu_);
+  // With no open left: kept until then (see DetachOpen), by `kept_by_`.
+  absl::Time kept_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  BackingFiles* kept_by_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Closes the backing file and gives the worker's lease back.
+  void CloseBacking(BackingFiles& backing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens reading through the daemon (no backing file may be set up then).
   int daemon_opens_ ABSL_GUARDED_BY(mu_) = 0;
 };

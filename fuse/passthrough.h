@@ -29,11 +29,18 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace larder {
+
+class Inode;  // inode_table.h
 
 // FUSE_PASSTHROUGH (INIT, in flags2) and FOPEN_PASSTHROUGH (open replies),
 // newer than the <linux/fuse.h> (7.38) the adaptor builds with.
@@ -43,6 +50,11 @@ inline constexpr uint32_t kOpenPassthrough = 1u << 7;
 // The kernel's backing files of one FUSE session. Thread-safe.
 class BackingFiles {
  public:
+  BackingFiles() = default;
+  // Lets go of the kept backing files (the session, and the kernel's
+  // backing files with it, are gone by then).
+  ~BackingFiles();
+
   // The session's /dev/fuse descriptor, which the ioctls go to.
   void set_device(int fd) { device_ = fd; }
 
@@ -58,9 +70,35 @@ class BackingFiles {
   // Unregisters backing file `id` (of cluster path `path`, for the log).
   void Close(int id, absl::string_view path);
 
+  // How long a backing file is kept after its last open
+  // (FuseOptions::passthrough_keep): less than the worker's lease on the
+  // object (30 s), so the worker never evicts what the kernel still reads
+  // (which would hold the bytes twice). Zero: closed at once.
+  void set_keep(absl::Duration keep) { keep_ = keep; }
+  absl::Duration keep() const { return keep_; }
+  // Whether one more backing file may be kept after its last open (each
+  // holds a descriptor: at most `max_kept`, set from the descriptor limit).
+  // Notes `inode` for the sweep that closes it when its time is up.
+  bool Keep(std::weak_ptr<Inode> inode, absl::Time until);
+  // A kept backing file was opened again, or closed.
+  void Unkept() { --kept_count_; }
+  // Closes the kept backing files whose time is up (a few at a time; every
+  // open and release calls it).
+  void Sweep(absl::Time now);
+  void set_max_kept(size_t n) { max_kept_ = n; }
+  size_t kept() const { return kept_count_.load(); }
+
  private:
   std::atomic<int> device_{-1};
   std::atomic<bool> enabled_{false};
+  std::atomic<size_t> max_kept_{4096};
+  absl::Duration keep_ = absl::Seconds(20);  // Set before the session.
+  std::atomic<size_t> kept_count_{0};
+  mutable absl::Mutex mu_;
+  // Kept backing files by the time they are due; an entry whose inode has
+  // opened it again, or gone, is skipped when due.
+  std::deque<std::pair<absl::Time, std::weak_ptr<Inode>>> kept_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace larder

@@ -360,13 +360,60 @@ TEST_F(FuseTest, LargeFilesUseDirectIoWithLargeRequestsAndSharedMmap) {
   EXPECT_EQ(reads() - before, 0);
 }
 
+// A small file the local worker holds is read by passthrough too, and its
+// memfd is kept after the last close for --passthrough_keep: the next open
+// (the next epoch) uses it without asking the worker, and once the time is
+// up the worker's lease goes back.
+TEST_F(FuseTest, APassthroughFileIsKeptForTheNextOpen) {
+  workers_[1]->Kill(SIGKILL);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Larder("ring").out.find("1 workers") != std::string::npos; },
+      absl::Seconds(20)));
+  auto fuse = Mount({"--passthrough_keep=2s"});
+  ASSERT_NE(fuse, nullptr);
+  const std::string ds = fuse->mountpoint() + "/datasets/ds/";
+  auto metric = [&](const std::string& series) {
+    return fuse->Metric(series).value_or(-1);
+  };
+  const std::string kPassthrough = "larder_fuse_passthrough_opens_total";
+  const std::string kReads = "larder_fuse_operations_total{op=\"read\"}";
+  const std::string kLeases = "larder_worker_short_circuit_leases";
+  auto leases = [&] { return workers_[0]->Metric(kLeases).value_or(-1); };
+  // Cold, then cached: the worker holds it.
+  ASSERT_EQ(ReadAll(ds + "train/c0/a.jpg").value_or(""),
+            files_["train/c0/a.jpg"]);
+  ASSERT_EQ(ReadAll(ds + "train/c1/c.jpg").value_or(""),
+            files_["train/c1/c.jpg"]);
+  const double reads = metric(kReads);
+  const double before = leases();
+  EXPECT_EQ(ReadAll(ds + "train/c0/a.jpg").value_or(""),
+            files_["train/c0/a.jpg"]);
+  EXPECT_EQ(metric(kPassthrough), 1);
+  EXPECT_EQ(leases(), before + 1);  // Kept after the close.
+  for (int i = 0; i < 3; ++i) {  // Opened again: the same memfd, no export.
+    EXPECT_EQ(ReadAll(ds + "train/c0/a.jpg").value_or(""),
+              files_["train/c0/a.jpg"]);
+  }
+  EXPECT_EQ(metric(kPassthrough), 4);
+  EXPECT_EQ(leases(), before + 1);
+  EXPECT_EQ(metric(kReads), reads);  // The kernel read it, not the daemon.
+  // Past the keep, the next open or close sweeps it: its lease goes back.
+  absl::SleepFor(absl::Milliseconds(2500));
+  EXPECT_EQ(ReadAll(ds + "train/c1/c.jpg").value_or(""),
+            files_["train/c1/c.jpg"]);
+  EXPECT_TRUE(testing::WaitFor([&] { return leases() == before + 1; },
+                               absl::Seconds(5)))
+      << leases() << " leases, " << before << " before";
+}
+
 TEST_F(FuseTest, PassthroughReadsALargeFileFromTheWorkersMemfd) {
   // One worker, so that it owns every block of the file.
   workers_[1]->Kill(SIGKILL);
   ASSERT_TRUE(testing::WaitFor(
       [&] { return Larder("ring").out.find("1 workers") != std::string::npos; },
       absl::Seconds(20)));
-  auto fuse = Mount({"--direct_io_min_size=1MiB"});
+  // Closed at the last close (the next test keeps them).
+  auto fuse = Mount({"--direct_io_min_size=1MiB", "--passthrough_keep=0s"});
   ASSERT_NE(fuse, nullptr);
   const std::string path =
       fuse->mountpoint() + "/datasets/ds/train/c0/b.jpg";  // 6 blocks.

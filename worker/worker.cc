@@ -19,29 +19,6 @@
 namespace larder {
 namespace {
 
-// Every RAM block is a memfd. Raises the descriptor limit as far as the
-// system lets us (root may raise the hard limit up to fs.nr_open) and
-// returns the limit in force.
-uint64_t RaiseFdLimit() {
-  struct rlimit r;
-  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
-  uint64_t nr_open = 0;
-  if (absl::StatusOr<std::string> text =
-          ReadWholeFile("/proc/sys/fs/nr_open", "fs.nr_open", 64);
-      text.ok()) {
-    (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &nr_open);
-  }
-  if (nr_open > r.rlim_max) {
-    struct rlimit raised = {nr_open, nr_open};
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return nr_open;
-  }
-  if (r.rlim_cur < r.rlim_max) {
-    r.rlim_cur = r.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &r) != 0) ::getrlimit(RLIMIT_NOFILE, &r);
-  }
-  return r.rlim_cur;
-}
-
 // RAM blocks a worker may hold under an fd limit: the rest is kept for
 // connections, NVMe and under-store files, blocks in flight and the fds
 // held by readers of evicted blocks.
@@ -55,6 +32,7 @@ size_t RamBlocksFor(uint64_t fd_limit) {
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
     WorkerOptions options, std::unique_ptr<WorkerMounts> mounts) {
+  // Every RAM block is a memfd.
   const uint64_t fd_limit = RaiseFdLimit();
   if (options.store.ram_max_blocks == 0)
     options.store.ram_max_blocks = RamBlocksFor(fd_limit);
