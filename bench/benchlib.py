@@ -2,6 +2,7 @@
 and a test S3 store (s3rver processes over one directory) behind the
 latency- and bandwidth-shaping front of tests/servers/shaping_proxy.py."""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -161,3 +162,13 @@ def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+
+
+def unwind_on_signals():
+    """SIGTERM and SIGINT raise KeyboardInterrupt, so that a benchmark's
+    finally unmounts and kills what it started (SIGINT set here too: a
+    background job of a non-interactive shell inherits it ignored)."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)

@@ -176,9 +176,8 @@ class Env:
         self.shard_bytes = args.shard_mib << 20
         self.workdir = workdir
         self.bucket = BUCKET
-        self.procs = []  # Every process started, killed at exit if alive.
-        self.rank_procs = []  # The ranks' processes: killed first.
-        self.cleanups = []  # Run in reverse order at exit.
+        # Every process started (the ranks' killed first) and the undos.
+        self.procs = benchlib.Procs()
         self.state = {}  # Runners keep what they set up here, across rounds.
         self.round = 0
         self.shards = []  # Local shard files, one per rank.
@@ -188,36 +187,16 @@ class Env:
         self.s3rver_pids = []
 
     # -- processes and cleanup --
-    def spawn(self, cmd, log=None, **kw):
-        out = open(log, "ab") if log else subprocess.DEVNULL
-        try:
-            p = subprocess.Popen(cmd, stdout=kw.pop("stdout", out),
-                                 stderr=kw.pop("stderr", out),
-                                 stdin=subprocess.DEVNULL, **kw)
-        finally:
-            if log:
-                out.close()
-        self.procs.append(p)
-        return p
+    def spawn(self, cmd, log=None, first=False, **kw):
+        """first: a rank's process, killed before the undos (nothing may be
+        left writing into a mount that is unmounted)."""
+        return self.procs.spawn(cmd, log=log, first=first, **kw)
 
     def defer(self, fn):
-        self.cleanups.append(fn)
+        self.procs.defer(fn)
 
     def cleanup(self):
-        for p in self.rank_procs:  # Nothing left writing into a mount.
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        while self.cleanups:
-            fn = self.cleanups.pop()
-            try:
-                fn()
-            except Exception as e:  # noqa: BLE001
-                print(f"cleanup: {e}", file=sys.stderr)
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        self.procs.cleanup()
 
     def log(self, name):
         return os.path.join(self.workdir, "logs", name)
@@ -230,8 +209,7 @@ class Env:
         for i, cmd in enumerate(cmds):
             with open(self.log(f"rank{i}.err"), "ab") as err:
                 procs.append(self.spawn(cmd, stdout=subprocess.PIPE,
-                                        stderr=err, env=env))
-                self.rank_procs.append(procs[-1])
+                                        stderr=err, env=env, first=True))
         outs = []
         deadline = t + self.args.timeout
         for i, p in enumerate(procs):
@@ -640,8 +618,7 @@ def busy_rows(env):
             procs.append(env.spawn(
                 cmd + [f"node-{r % env.ranks}", stop] + order,
                 stdout=subprocess.PIPE, stderr=open(env.log(f"busy{r}.err"), "ab"),
-                env=e))
-            env.rank_procs.append(procs[-1])
+                env=e, first=True))
         return procs
 
     def collect(procs):
@@ -818,12 +795,7 @@ def main():
         if t not in RUNNERS:
             raise SystemExit(f"--tools: unknown {t}; known: {', '.join(RUNNERS)}")
 
-    # SIGTERM and SIGINT unwind through the finally below (SIGINT set here too:
-    # a background job of a non-interactive shell inherits it ignored).
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    benchlib.unwind_on_signals()  # Through the finally below.
 
     if args.node_cpus:  # Inherited by every process started from here on.
         os.sched_setaffinity(0, parse_cpus(args.node_cpus))

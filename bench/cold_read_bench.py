@@ -427,10 +427,7 @@ def main():
         if r not in ROWS:
             raise SystemExit(f"--rows: unknown {r}; known: {', '.join(ROWS)}")
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    benchlib.unwind_on_signals()  # Through the finally below.
     workdir = tempfile.mkdtemp(prefix="larder-coldbench.")
     os.makedirs(os.path.join(workdir, "logs"))
     b = Bench(args, workdir)
