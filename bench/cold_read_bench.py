@@ -226,14 +226,7 @@ class Bench:
         lock = threading.Lock()
 
         def one(p):
-            n = 0
-            with open(p, "rb", buffering=0) as f:
-                buf = bytearray(1 << 20)
-                while True:
-                    k = f.readinto(buf)
-                    if not k:
-                        break
-                    n += k
+            n = read_whole(p, 1 << 20)
             with lock:
                 total[0] += n
 
@@ -266,6 +259,18 @@ class Bench:
         with concurrent.futures.ThreadPoolExecutor(inflight) as ex:
             nbytes = sum(ex.map(get, items))
         return len(items), nbytes, time.monotonic() - t
+
+
+def read_whole(path, chunk):
+    """Reads `path` to its end in reads of `chunk` bytes; the bytes read."""
+    n = 0
+    buf = bytearray(chunk)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            k = f.readinto(buf)
+            if not k:
+                return n
+            n += k
 
 
 def per_file(counters, n):
@@ -339,14 +344,7 @@ def run_round(b, rows, out):
 
         def one_reader():
             t = time.monotonic()
-            n = 0
-            with open(path, "rb", buffering=0) as f:
-                buf = bytearray(4 << 20)
-                while True:
-                    k = f.readinto(buf)
-                    if not k:
-                        break
-                    n += k
+            n = read_whole(path, 4 << 20)
             return 1, n, time.monotonic() - t
 
         rnd["shard"] = b.measure(one_reader)
