@@ -95,9 +95,9 @@ class WriterImpl final : public Writer {
     // The commit's invalidation, into this process's metadata cache.
     deps_.refresh_ring().IgnoreError();
     const absl::Time end = absl::Now();
-    // Where a write's time went: the parts (writing them, less what the
-    // caller spent producing the bytes), the commit at the master (the
-    // store's Complete), the publish (blocks moved to their owners).
+    // Where a write's time went: from Close until the last parts were
+    // uploaded, the commit at the master (the store's Complete), the
+    // publish (the workers check the version and cache what they kept).
     LARDER_LOG(INFO, "write.closed")
         .Field("path", path_)
         .Field("bytes", size_)
