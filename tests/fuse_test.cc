@@ -390,7 +390,7 @@ TEST_F(FuseTest, APassthroughFileIsKeptForTheNextOpen) {
             files_["train/c0/a.jpg"]);
   EXPECT_EQ(metric(kPassthrough), 1);
   EXPECT_EQ(leases(), before + 1);  // Kept after the close.
-  for (int i = 0; i < 3; ++i) {  // Opened again: the same memfd, no export.
+  for (int i = 0; i < 3; ++i) {     // Opened again: the same memfd, no export.
     EXPECT_EQ(ReadAll(ds + "train/c0/a.jpg").value_or(""),
               files_["train/c0/a.jpg"]);
   }
