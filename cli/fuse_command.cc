@@ -65,6 +65,10 @@ ABSL_FLAG(absl::Duration, passthrough_keep,
 ABSL_FLAG(std::string, kernel_read_ahead,
           larder::BytesFlagText(larder::FuseOptions().read_ahead),
           "fuse: kernel readahead window of the mount (0 = kernel default).");
+ABSL_FLAG(std::string, fuse_channel, larder::FuseOptions().channel,
+          "fuse: how requests reach the daemon: classic (/dev/fuse) or uring "
+          "(FUSE over io_uring where the kernel allows it: Linux 6.14+ with "
+          "/sys/module/fuse/parameters/enable_uring Y; else /dev/fuse).");
 ABSL_FLAG(int, fuse_threads, larder::FuseOptions().max_threads,
           "fuse: most requests served at once.");
 ABSL_FLAG(bool, allow_other, larder::FuseOptions().allow_other,
@@ -123,6 +127,11 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
   LARDER_ASSIGN_OR_RETURN(o.read_ahead,
                           ParseBytes(absl::GetFlag(FLAGS_kernel_read_ahead)));
   o.passthrough = absl::GetFlag(FLAGS_passthrough);
+  o.channel = absl::GetFlag(FLAGS_fuse_channel);
+  if (o.channel != "uring" && o.channel != "classic") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fuse_channel=", o.channel, ": classic or uring"));
+  }
   LARDER_ASSIGN_OR_RETURN(
       o.passthrough_min_size,
       ParseBytes(absl::GetFlag(FLAGS_passthrough_min_size)));
@@ -264,11 +273,25 @@ const Command kFuseCommand = {
               kClientReadFlags,
               kClientWriteFlags,
               kHttpFlags,
-              {"log_file", "daemon", "attr_timeout", "entry_timeout",
-               "negative_timeout", "keep_cache", "max_read",
-               "kernel_read_ahead", "direct_io_min_size", "passthrough",
-               "passthrough_min_size", "passthrough_keep", "fuse_threads",
-               "allow_other", "auto_unmount", "fuse_metrics_listen",
-               "readahead_blocks", "list_page_size", "allowed_file_roots"}})};
+              {"log_file",
+               "daemon",
+               "attr_timeout",
+               "entry_timeout",
+               "negative_timeout",
+               "keep_cache",
+               "max_read",
+               "kernel_read_ahead",
+               "direct_io_min_size",
+               "passthrough",
+               "passthrough_min_size",
+               "passthrough_keep",
+               "fuse_channel",
+               "fuse_threads",
+               "allow_other",
+               "auto_unmount",
+               "fuse_metrics_listen",
+               "readahead_blocks",
+               "list_page_size",
+               "allowed_file_roots"}})};
 
 }  // namespace larder::cli

@@ -10,6 +10,7 @@ find_package(prometheus-cpp REQUIRED CONFIG)
 find_package(LibXml2 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED CONFIG)  # `larder --output=json`
 pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
+pkg_check_modules(LIBURING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 # jemalloc is the production allocator; sanitizers need the system one.

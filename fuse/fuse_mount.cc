@@ -31,6 +31,7 @@
 #include "fuse/libfuse.h"
 #include "fuse/metrics.h"
 #include "fuse/passthrough.h"
+#include "fuse/uring_channel.h"
 
 namespace larder {
 
@@ -77,7 +78,11 @@ class FuseMount::Fs {
         client_(std::move(client)),
         registry_(std::make_shared<prometheus::Registry>()),
         metrics_(*registry_),
-        channel_({options_.max_read, options_.passthrough}, backing_),
+        channel_({.max_read = options_.max_read,
+                  .passthrough = options_.passthrough,
+                  .uring = options_.channel != "classic",
+                  .start_uring = [this] { StartUring(); }},
+                 backing_),
         notifier_(inodes_) {}
 
   ~Fs() {
@@ -85,6 +90,7 @@ class FuseMount::Fs {
     notifier_.Stop();
     if (session_ != nullptr) {
       if (mounted_) fuse_session_unmount(session_);
+      StopUring();
       fuse_session_destroy(session_);
     }
   }
@@ -95,6 +101,11 @@ class FuseMount::Fs {
 
  private:
   absl::Status CheckMountpoint();
+  // FUSE over io_uring, once the INIT reply switched it on (on the thread
+  // that sent it); /dev/fuse alone if the rings cannot be set up.
+  void StartUring();
+  // After the unmount: the kernel has ended every ring entry.
+  void StopUring();
 
   const FuseOptions options_;
   const std::unique_ptr<Client> client_;
@@ -109,7 +120,28 @@ class FuseMount::Fs {
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
   std::unique_ptr<OpsServer> ops_server_;
+  std::unique_ptr<UringChannel> uring_;
 };
+
+void FuseMount::Fs::StartUring() {
+  absl::StatusOr<std::unique_ptr<UringChannel>> uring = UringChannel::Start(
+      session_, fuse_session_fd(session_),
+      {.threads = options_.max_threads,
+       .payload_bytes = std::max<size_t>(options_.max_read, 1 << 20) + 4096});
+  if (!uring.ok()) {
+    LARDER_LOG(WARNING, "fuse.channel")
+        .Field("channel", "/dev/fuse")
+        .Field("why", uring.status());
+    return;
+  }
+  uring_ = *std::move(uring);
+  channel_.SetUring(uring_.get());
+}
+
+void FuseMount::Fs::StopUring() {
+  channel_.SetUring(nullptr);
+  uring_.reset();
+}
 
 absl::Status FuseMount::Fs::CheckMountpoint() {
   const std::string& mp = options_.mountpoint;
@@ -226,6 +258,7 @@ absl::Status FuseMount::Fs::Serve() {
   fuse_remove_signal_handlers(session_);
   fuse_session_unmount(session_);
   mounted_ = false;
+  StopUring();
   LARDER_LOG(INFO, "fuse.unmounted")
       .Field("mountpoint", options_.mountpoint)
       .Field("exit", rc);

@@ -148,7 +148,8 @@ absl::StatusOr<FileInfo> FuseOps::StatPath(const std::string& path) {
 }
 
 void FuseOps::Init(void* userdata, struct fuse_conn_info* conn) {
-  const FuseOptions& options = static_cast<FuseOps*>(userdata)->options_;
+  FuseOps* fs = static_cast<FuseOps*>(userdata);
+  const FuseOptions& options = fs->options_;
   conn->max_read = options.max_read;
   // Readahead and the number of requests the kernel keeps in flight decide
   // sequential throughput: each FUSE round trip costs tens of
@@ -165,7 +166,9 @@ void FuseOps::Init(void* userdata, struct fuse_conn_info* conn) {
     conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
     conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-  if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+  // Not over io_uring: a ring request's reply goes to its ring entry, not
+  // spliced into /dev/fuse.
+  if ((conn->capable & FUSE_CAP_SPLICE_WRITE) && !fs->channel_.WillUseUring())
     conn->want |= FUSE_CAP_SPLICE_WRITE;
   // Not SPLICE_MOVE: the kernel would try (and fail) to steal each of
   // the worker's memfd pages before copying it.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "fuse/passthrough.h"
+#include "fuse/uring_channel.h"
 
 namespace larder {
 namespace {
@@ -42,12 +43,15 @@ std::optional<uint64_t> KernelChannel::InitRequestFlags(const void* buf,
   return flags;
 }
 
-KernelChannel::InitResult KernelChannel::AmendInitReply(fuse_init_out& reply,
-                                                        size_t reply_len,
-                                                        uint64_t offered,
-                                                        uint32_t max_read,
-                                                        bool passthrough) {
+KernelChannel::InitResult KernelChannel::AmendInitReply(
+    fuse_init_out& reply, size_t reply_len, uint64_t offered, uint32_t max_read,
+    bool passthrough, bool uring) {
   InitResult result;
+  if (uring && (offered & kInitOverIoUring) && (offered & FUSE_INIT_EXT)) {
+    reply.flags |= FUSE_INIT_EXT;
+    reply.flags2 |= static_cast<uint32_t>(kInitOverIoUring >> 32);
+    result.uring = true;
+  }
   if (offered & FUSE_MAX_PAGES) {
     const uint32_t pages = static_cast<uint32_t>(
         std::min<uint64_t>((uint64_t{max_read} + 4095) / 4096, 65535));
@@ -101,27 +105,55 @@ ssize_t KernelChannel::Writev(int fd, struct iovec* iov, int count) {
     AmendOpenReply(reply, tls_open_backing);
     tls_open_backing = 0;
     iovec amended[2] = {iov[0], {&reply, sizeof(reply)}};
-    return ::writev(fd, amended, 2);
+    return Send(fd, amended, 2);
   }
   const uint64_t init = init_unique_.load(std::memory_order_relaxed);
   if (init == 0 || out->unique != init || out->error != 0 || count != 2 ||
       iov[1].iov_len < offsetof(fuse_init_out, unused))
-    return ::writev(fd, iov, count);
+    return Send(fd, iov, count);
   // The INIT reply: amend a copy of libfuse's.
   init_unique_ = 0;
   fuse_init_out reply{};
   std::memcpy(&reply, iov[1].iov_base, std::min(iov[1].iov_len, sizeof(reply)));
   const InitResult result =
       AmendInitReply(reply, iov[1].iov_len, kernel_init_flags_,
-                     options_.max_read, options_.passthrough);
+                     options_.max_read, options_.passthrough, options_.uring);
   if (result.direct_io_mmap) direct_io_mmap_ = true;
   if (result.passthrough) backing_.Enable();
   LARDER_LOG(INFO, "fuse.init_reply")
       .Field("max_pages", reply.max_pages)
       .Field("direct_io_mmap", direct_io_mmap_.load())
-      .Field("passthrough", backing_.enabled());
+      .Field("passthrough", backing_.enabled())
+      .Field("io_uring", result.uring);
   iovec amended[2] = {iov[0], {&reply, iov[1].iov_len}};
-  return ::writev(fd, amended, 2);
+  const ssize_t sent = ::writev(fd, amended, 2);
+  if (options_.uring && !result.uring) {
+    LARDER_LOG(INFO, "fuse.channel")
+        .Field("channel", "/dev/fuse")
+        .Field("why", UringChannel::KernelAllows()
+                          ? "the kernel did not offer io_uring at INIT"
+                          : "the kernel does not allow io_uring "
+                            "(/sys/module/fuse/parameters/enable_uring is not "
+                            "Y)");
+  }
+  if (result.uring && sent > 0 && options_.start_uring) options_.start_uring();
+  return sent;
+}
+
+bool KernelChannel::WillUseUring() const {
+  const uint64_t offered = kernel_init_flags_.load();
+  return options_.uring && (offered & kInitOverIoUring) &&
+         (offered & FUSE_INIT_EXT);
+}
+
+ssize_t KernelChannel::Send(int fd, struct iovec* iov, int count) {
+  if (UringChannel* uring = uring_.load(std::memory_order_acquire);
+      uring != nullptr && uring->Reply(iov, count)) {
+    ssize_t n = 0;
+    for (int i = 0; i < count; ++i) n += static_cast<ssize_t>(iov[i].iov_len);
+    return n;
+  }
+  return ::writev(fd, iov, count);
 }
 
 ssize_t KernelChannel::Splice(int fdin, off_t* offin, int fdout, off_t* offout,

@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -38,6 +39,7 @@
 namespace larder {
 
 class BackingFiles;  // passthrough.h
+class UringChannel;  // uring_channel.h
 
 // FUSE_DIRECT_IO_ALLOW_MMAP (INIT, in flags2; FUSE 7.39), newer than the
 // <linux/fuse.h> (7.38) the adaptor builds with.
@@ -48,6 +50,11 @@ class KernelChannel {
   struct Options {
     uint32_t max_read = 4 << 20;  // Largest request, bytes.
     bool passthrough = true;      // Ask for passthrough at INIT.
+    // Ask for FUSE over io_uring at INIT (uring_channel.h) when the kernel
+    // offers it; `start_uring` is then called once the INIT reply that
+    // switched it on has been written, on that thread.
+    bool uring = false;
+    std::function<void()> start_uring;
   };
   // `backing` is enabled when the kernel agrees to passthrough.
   KernelChannel(Options options, BackingFiles& backing)
@@ -64,6 +71,13 @@ class KernelChannel {
   // Whether the kernel lets direct_io files be mmap'ed shared (6.6+):
   // before that, MAP_SHARED of them fails with ENODEV. Known after INIT.
   bool direct_io_mmap() const { return direct_io_mmap_; }
+  // Whether the INIT reply will ask for io_uring (the kernel offered it and
+  // it is wanted): known once the INIT request was read, before libfuse's
+  // init callback. Replies are then never spliced into /dev/fuse (a ring
+  // request's reply must go to its ring entry).
+  bool WillUseUring() const;
+  // Replies to ring requests go to `uring` from now (null: none).
+  void SetUring(UringChannel* uring) { uring_ = uring; }
 
   // While one lives, the open reply its thread sends is for passthrough
   // from backing file `id` (0: an ordinary reply), which libfuse 3.14
@@ -84,6 +98,7 @@ class KernelChannel {
   struct InitResult {
     bool direct_io_mmap = false;
     bool passthrough = false;
+    bool uring = false;
   };
   // Amends libfuse's INIT `reply` (`reply_len` bytes of it are sent) for
   // the kernel's `offered` flags: max_pages for `max_read`,
@@ -92,7 +107,7 @@ class KernelChannel {
   // enough to carry max_stack_depth).
   static InitResult AmendInitReply(fuse_init_out& reply, size_t reply_len,
                                    uint64_t offered, uint32_t max_read,
-                                   bool passthrough);
+                                   bool passthrough, bool uring = false);
   // Marks an open reply for passthrough from backing file `id`.
   static void AmendOpenReply(fuse_open_out& reply, int id);
 
@@ -103,6 +118,11 @@ class KernelChannel {
   std::atomic<uint64_t> init_unique_{0};
   std::atomic<uint64_t> kernel_init_flags_{0};
   std::atomic<bool> direct_io_mmap_{false};
+  std::atomic<UringChannel*> uring_{nullptr};
+
+  // Writes a reply: into its ring entry when it answers a ring request,
+  // else to `fd`.
+  ssize_t Send(int fd, struct iovec* iov, int count);
 };
 
 // Replies are spliced from the workers' memfds into the kernel through a

@@ -11,7 +11,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libjemalloc-dev libcurl4-openssl-dev libssl-dev prometheus-cpp-dev libxml2-dev
-  libfuse3-dev fuse3 libxxhash-dev libgtest-dev libgmock-dev
+  libfuse3-dev fuse3 liburing-dev libxxhash-dev libgtest-dev libgmock-dev
   libcivetweb-dev nlohmann-json3-dev python3 python3-botocore python3-torch s3fs awscli clang-format clang
   openssl util-linux iproute2 jq etcd-server etcd-client
   pybind11-dev python3-pybind11 python3-dev python3-numpy python3-fsspec python3-pytest

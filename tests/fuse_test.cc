@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -629,6 +630,43 @@ TEST_F(FuseTest, CachedFilesStayReadableWhileTheUnderStoreIsDown) {
   EXPECT_TRUE(testing::WaitFor(
       [&] { return ReadAll(ds + "train/cold.bin").value_or("") == cold; },
       absl::Seconds(30)));
+}
+
+// --fuse_channel=uring: requests come through the daemon's io_uring rings
+// where the kernel allows it; where it does not (enable_uring off), the
+// daemon says so in one line and serves through /dev/fuse.
+TEST_F(FuseTest, TheIoUringChannelServesRequestsOrFallsBack) {
+  const char* knob = "/sys/module/fuse/parameters/enable_uring";
+  absl::StatusOr<std::string> was = testing::ReadFile(knob);
+  if (!was.ok()) GTEST_SKIP() << "this kernel has no FUSE over io_uring";
+  testing::SuiteFuseChannel();  // Sets the knob of a uring/ suite first.
+  auto set = [&](const char* v) { std::ofstream(knob) << v; };
+  absl::Cleanup restore = [&] { set(was->substr(0, 1).c_str()); };
+  auto log_of = [](testing::FuseProcess& f) {
+    return testing::ReadFile(f.log_path()).value_or("");
+  };
+  const std::string& data = files_["train/c0/b.jpg"];
+  set("N");
+  auto classic = Mount({"--fuse_channel=uring"});
+  ASSERT_NE(classic, nullptr);
+  EXPECT_EQ(ReadAll(classic->mountpoint() + "/datasets/ds/train/c0/b.jpg")
+                .value_or(""),
+            data);
+  classic->Kill(SIGTERM);
+  EXPECT_THAT(log_of(*classic), HasSubstr("channel=/dev/fuse"));
+  EXPECT_THAT(log_of(*classic), HasSubstr("enable_uring"));
+  set("Y");
+  auto uring = Mount({"--fuse_channel=uring"});
+  ASSERT_NE(uring, nullptr);
+  const std::string ds = uring->mountpoint() + "/datasets/ds/";
+  for (const auto& [path, bytes] : files_)
+    EXPECT_EQ(ReadAll(ds + path).value_or("<error>"), bytes) << path;
+  EXPECT_EQ(Sh(absl::StrCat("ls ", ds, "train/c0")).out, "a.jpg\nb.jpg\n");
+  uring->Kill(SIGTERM);
+  const std::string log = log_of(*uring);
+  EXPECT_THAT(log, HasSubstr("channel=io_uring"));
+  EXPECT_THAT(log, ::testing::ContainsRegex("channel_stopped channel=io_uring "
+                                            "requests=[1-9]"));
 }
 
 TEST_F(FuseTest, KilledDaemonLeavesNoHungMountAndMountsAgain) {

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -244,6 +247,21 @@ absl::StatusOr<std::unique_ptr<FuseProcess>> FuseProcess::Start(
   return f;
 }
 
+std::string SuiteFuseChannel() {
+  const char* env = std::getenv("LARDER_TEST_FUSE_CHANNEL");
+  const std::string channel = env != nullptr && *env ? env : "classic";
+  static std::once_flag once;
+  if (channel == "uring") {
+    // The kernel offers io_uring to FUSE daemons only with this on (as
+    // root); it changes nothing for a daemon that does not ask for it.
+    // Once: a test may turn it off for a while.
+    std::call_once(once, [] {
+      std::ofstream("/sys/module/fuse/parameters/enable_uring") << "Y";
+    });
+  }
+  return channel;
+}
+
 absl::Status FuseProcess::Launch() {
   absl::Status st;
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -257,6 +275,7 @@ absl::Status FuseProcess::Launch() {
       argv.push_back(absl::StrCat("--tls_cert_file=", pki->reader().cert));
       argv.push_back(absl::StrCat("--tls_key_file=", pki->reader().key));
     }
+    argv.push_back(absl::StrCat("--fuse_channel=", SuiteFuseChannel()));
     argv.insert(argv.end(), flags_.begin(), flags_.end());
     auto before = ReadFile(log_);
     st = process_.Start(argv, log_);

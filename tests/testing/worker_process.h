@@ -114,6 +114,11 @@ class FuseProcess {
   Subprocess process_;
 };
 
+// The FUSE channel the suite's daemons use (--fuse_channel):
+// $LARDER_TEST_FUSE_CHANNEL, else "classic". For "uring" it switches the
+// kernel's io_uring for FUSE on first (root; see fuse/uring_channel.h).
+std::string SuiteFuseChannel();
+
 // Whether something is mounted at `path` (per /proc/self/mounts).
 bool IsMounted(const std::string& path);
 // Unmounts `path` whatever state its FUSE daemon is in (lazy unmount, then
