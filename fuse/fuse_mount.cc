@@ -135,7 +135,10 @@ void FuseMount::Fs::StartUring() {
     return;
   }
   uring_ = *std::move(uring);
+  // Replies find the rings before the first request taken from them is
+  // served (one written to /dev/fuse instead is lost: its caller hangs).
   channel_.SetUring(uring_.get());
+  uring_->Run();
 }
 
 void FuseMount::Fs::StopUring() {

@@ -111,8 +111,12 @@ void FuseMetrics::Update(const ClientStats& now) {
   meta_bytes->Set(static_cast<double>(now.metadata_bytes));
 }
 
-OpScope::~OpScope() {
+OpScope::OpScope(FuseMetrics& metrics, FuseOp op)
+    : metrics_(metrics), op_(op), start_(std::chrono::steady_clock::now()) {
   metrics_.ops[op_]->Increment();
+}
+
+OpScope::~OpScope() {
   if (failed_) metrics_.errors[op_]->Increment();
   metrics_.latency[op_]->Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)

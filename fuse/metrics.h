@@ -71,11 +71,11 @@ struct FuseMetrics {
   ClientStats last ABSL_GUARDED_BY(mu);  // At the previous scrape.
 };
 
-// Times one request and counts its outcome.
+// Counts one request (as it starts: a reader that got its reply sees it
+// counted), then times it and counts its failure.
 class OpScope {
  public:
-  OpScope(FuseMetrics& metrics, FuseOp op)
-      : metrics_(metrics), op_(op), start_(std::chrono::steady_clock::now()) {}
+  OpScope(FuseMetrics& metrics, FuseOp op);
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;

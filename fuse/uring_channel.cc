@@ -190,11 +190,6 @@ absl::StatusOr<std::unique_ptr<UringChannel>> UringChannel::Start(
       }
     }
   }
-  for (auto& q : ch->queues_) {
-    for (size_t i = 0; i < q->entries.size(); ++i) {
-      q->threads.emplace_back([c = ch.get(), q = q.get()] { c->Serve(*q); });
-    }
-  }
   LARDER_LOG(INFO, "fuse.channel")
       .Field("channel", "io_uring")
       .Field("queues", n)
@@ -219,6 +214,15 @@ UringChannel::~UringChannel() {
     for (auto& e : q->entries) {
       ::munmap(e->header, page);
       ::munmap(e->region, kPrefix + e->payload_bytes);
+    }
+  }
+}
+
+void UringChannel::Run() {
+  for (auto& q : queues_) {
+    if (!q->threads.empty()) continue;  // Running already.
+    for (size_t i = 0; i < q->entries.size(); ++i) {
+      q->threads.emplace_back([this, q = q.get()] { Serve(*q); });
     }
   }
 }

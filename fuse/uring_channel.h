@@ -35,6 +35,8 @@
 //
 //   if (UringChannel::KernelAllows()) ... ask at INIT ...
 //   auto uring = UringChannel::Start(session, fd, {.threads = 32});
+//   channel.SetUring(uring->get());  // Replies go to the rings.
+//   (*uring)->Run();
 //
 // Thread-safe.
 #ifndef LARDER_FUSE_URING_CHANNEL_H_
@@ -72,13 +74,17 @@ class UringChannel {
   // enable_uring is Y).
   static bool KernelAllows();
 
-  // Sets up a queue per CPU on `fd` (the session's /dev/fuse descriptor),
-  // registers the entries with the kernel and starts serving them. Call it
-  // after the INIT reply that switched io_uring on. Errors: Unavailable (the
-  // kernel refused a ring or an entry: the caller goes on with /dev/fuse
-  // alone).
+  // Sets up a queue per CPU on `fd` (the session's /dev/fuse descriptor)
+  // and registers the entries with the kernel, which may put requests in
+  // them from then on; Run serves them. Call it after the INIT reply that
+  // switched io_uring on, and Run once replies reach Reply (a reply to a
+  // ring's request written to /dev/fuse is lost, and its caller hangs).
+  // Errors: Unavailable (the kernel refused a ring or an entry: the caller
+  // goes on with /dev/fuse alone).
   static absl::StatusOr<std::unique_ptr<UringChannel>> Start(
       fuse_session* session, int fd, Options options);
+  // Starts the threads that serve the rings.
+  void Run();
 
   // Stops and joins the threads (call after the unmount: the kernel ends
   // the entries it holds then) and releases the rings and buffers.
