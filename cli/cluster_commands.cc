@@ -48,6 +48,13 @@ ABSL_FLAG(absl::Duration, metadata_ttl, larder::kDefaultMetadataTtl,
 ABSL_FLAG(bool, writable, false,
           "mount: writers (the writer role) may create objects in the mount "
           "(checkpoints); off: read-only.");
+ABSL_FLAG(std::string, eviction, "lru",
+          "mount: how workers evict its blocks: lru, or epoch (a block read "
+          "within --epoch_window stays; for a dataset larger than the cache "
+          "read in epochs, where LRU thrashes).");
+ABSL_FLAG(absl::Duration, epoch_window, larder::kDefaultEpochWindow,
+          "mount --eviction=epoch: how long a read keeps a block cached; "
+          "more than one epoch takes.");
 ABSL_FLAG(std::string, credentials, "",
           "mount: credentials reference, e.g. profile:prod (never a secret).");
 ABSL_FLAG(std::string, owner_uid, "",
@@ -167,8 +174,9 @@ namespace {
 
 // The mount table as a table, or (--output=json) as
 // {"version": N, "mounts": [{"path", "uri", "block_size", "metadata_ttl_ms",
-//  "writable", "credentials", "uid", "gid", "mode"}]} (uid/gid null when
-// unset; mode 0 = the default 0444).
+//  "writable", "credentials", "uid", "gid", "mode", "eviction",
+//  "epoch_window_ms"}]} (uid/gid null when unset; mode 0 = the default
+//  0444; eviction "lru" or "epoch").
 absl::Status PrintMounts(const v1::MountTable& t) {
   LARDER_ASSIGN_OR_RETURN(bool json, JsonOutput());
   if (json) {
@@ -186,6 +194,8 @@ absl::Status PrintMounts(const v1::MountTable& t) {
       e["uid"] = m.has_uid() ? Json(m.uid()) : Json(nullptr);
       e["gid"] = m.has_gid() ? Json(m.gid()) : Json(nullptr);
       e["mode"] = m.mode();
+      e["eviction"] = m.eviction().empty() ? "lru" : m.eviction();
+      e["epoch_window_ms"] = m.epoch_window_ms();
       doc["mounts"].push_back(std::move(e));
     }
     PrintJson(doc);
@@ -207,6 +217,12 @@ absl::Status PrintMounts(const v1::MountTable& t) {
                                   m.has_uid() ? absl::StrCat(m.uid()) : "-",
                                   m.has_gid() ? absl::StrCat(m.gid()) : "-",
                                   m.mode() == 0 ? 0444 : m.mode())
+                : "",
+            m.eviction() == "epoch"
+                ? absl::StrCat("  (eviction epoch, window ",
+                               absl::FormatDuration(
+                                   absl::Milliseconds(m.epoch_window_ms())),
+                               ")")
                 : "")
             .c_str());
   }
@@ -264,6 +280,21 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   req.mutable_mount()->set_writable(absl::GetFlag(FLAGS_writable));
   req.mutable_mount()->set_read_only(!absl::GetFlag(FLAGS_writable));
   req.mutable_mount()->set_credentials(absl::GetFlag(FLAGS_credentials));
+  const std::string eviction = absl::GetFlag(FLAGS_eviction);
+  if (eviction != "lru" && eviction != "epoch") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eviction: '", eviction, "' is not a policy (lru or epoch)"));
+  }
+  if (eviction == "epoch") {
+    const absl::Duration window = absl::GetFlag(FLAGS_epoch_window);
+    if (window <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--epoch_window: must be positive (more than one epoch takes)");
+    }
+    req.mutable_mount()->set_eviction("epoch");
+    req.mutable_mount()->set_epoch_window_ms(
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(window)));
+  }
   LARDER_RETURN_IF_ERROR(SetPresentation(req.mutable_mount()));
   v1::MountTable t;
   LARDER_RETURN_IF_ERROR(
@@ -451,6 +482,34 @@ absl::Status RunInvalidate(const std::vector<std::string>& args) {
 
 // --- evict ---------------------------------------------------------------
 
+}  // namespace
+
+absl::StatusOr<uint64_t> EvictOnEveryWorker(MasterConnection& master,
+                                            const v1::EvictBlocksRequest& req,
+                                            v1::Ring* ring_out) {
+  v1::Ring ring;
+  LARDER_RETURN_IF_ERROR(
+      Rpc(master.Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(), &ring,
+                      absl::Seconds(10))));
+  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const ChannelFactory> channels,
+                          ChannelFactory::Create(SecurityOptionsFromFlags()));
+  uint64_t evicted = 0;
+  for (const v1::WorkerInfo& w : ring.workers()) {
+    absl::StatusOr<uint64_t> n =
+        WorkerClient(w.address(), *channels).EvictBlocks(req);
+    if (!n.ok()) {
+      return absl::Status(n.status().code(),
+                          absl::StrCat("worker ", w.id(), " at ", w.address(),
+                                       ": ", n.status().message()));
+    }
+    evicted += *n;
+  }
+  if (ring_out != nullptr) *ring_out = std::move(ring);
+  return evicted;
+}
+
+namespace {
+
 // --output=json: {"path", "evicted" (blocks), "workers" (asked)}.
 absl::Status RunEvict(const std::vector<std::string>& args) {
   LARDER_RETURN_IF_ERROR(WantArgs(args, 1, "larder evict PATH"));
@@ -476,22 +535,8 @@ absl::Status RunEvict(const std::vector<std::string>& args) {
     }
   }
   v1::Ring ring;
-  LARDER_RETURN_IF_ERROR(
-      Rpc(stub->Call(&v1::Master::Stub::GetRing, v1::GetRingRequest(), &ring,
-                     absl::Seconds(10))));
-  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const ChannelFactory> channels,
-                          ChannelFactory::Create(SecurityOptionsFromFlags()));
-  uint64_t evicted = 0;
-  for (const v1::WorkerInfo& w : ring.workers()) {
-    absl::StatusOr<uint64_t> n =
-        WorkerClient(w.address(), *channels).EvictBlocks(req);
-    if (!n.ok()) {
-      return absl::Status(n.status().code(),
-                          absl::StrCat("worker ", w.id(), " at ", w.address(),
-                                       ": ", n.status().message()));
-    }
-    evicted += *n;
-  }
+  LARDER_ASSIGN_OR_RETURN(const uint64_t evicted,
+                          EvictOnEveryWorker(*stub, req, &ring));
   if (json) {
     Json doc;
     doc["path"] = args[0];
@@ -656,6 +701,7 @@ absl::Status RunRing(const std::vector<std::string>& args) {
 const Command kMountCommand = {
     "mount", "add a mount (or list them without arguments)",
     "larder mount [PATH URI] [--mount_block_size=4MiB] [--metadata_ttl=60s]\n"
+    "  [--writable] [--eviction=lru|epoch [--epoch_window=1h]]\n"
     "  e.g. larder mount /datasets/imagenet "
     "'s3://bucket/imagenet?region=us-east-1'\n"
     "The same mount again succeeds (nothing changes); PATH mounted from "
@@ -665,7 +711,8 @@ const Command kMountCommand = {
     FlagList({kLogFlags,
               kClientFlags,
               {"output", "mount_block_size", "metadata_ttl", "writable",
-               "credentials", "owner_uid", "owner_gid", "file_mode"}})};
+               "eviction", "epoch_window", "credentials", "owner_uid",
+               "owner_gid", "file_mode"}})};
 const Command kUnmountCommand = {
     "unmount", "remove a mount", "larder unmount PATH\n", &RunUnmount,
     FlagList({kLogFlags, kClientFlags, {"output"}})};

@@ -36,6 +36,7 @@ ABSL_DECLARE_FLAG(absl::Duration, metadata_stale_window);
 ABSL_DECLARE_FLAG(int, parallel_writes);
 ABSL_DECLARE_FLAG(int, readahead_blocks);
 ABSL_DECLARE_FLAG(std::string, mount_block_size);
+ABSL_DECLARE_FLAG(absl::Duration, epoch_window);
 ABSL_DECLARE_FLAG(absl::Duration, metadata_ttl);
 ABSL_DECLARE_FLAG(std::string, listen);
 ABSL_DECLARE_FLAG(std::string, metrics_listen);
@@ -98,6 +99,7 @@ TEST(FlagDefaultsTest, MountAndWorkerFlagsStartFromTheirDefaults) {
   EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_mount_block_size)), kDefaultBlockSize);
   EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_block_size)), kDefaultBlockSize);
   EXPECT_EQ(absl::GetFlag(FLAGS_metadata_ttl), kDefaultMetadataTtl);
+  EXPECT_EQ(absl::GetFlag(FLAGS_epoch_window), kDefaultEpochWindow);
   const WorkerOptions w;
   EXPECT_EQ(absl::GetFlag(FLAGS_listen), w.listen);
   EXPECT_EQ(absl::GetFlag(FLAGS_metrics_listen), w.ops_listen);

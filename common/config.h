@@ -25,6 +25,10 @@ namespace larder {
 // mount` does not say: the master's default, and the CLI flag's.
 inline constexpr absl::Duration kDefaultMetadataTtl = absl::Seconds(60);
 
+// How long a read keeps a block of an eviction=epoch mount from eviction
+// when `larder mount --eviction=epoch` does not say (--epoch_window).
+inline constexpr absl::Duration kDefaultEpochWindow = absl::Hours(1);
+
 // Retries of idempotent remote calls: exponential backoff with full jitter
 // (sleep = uniform(0, min(max_backoff, initial_backoff * 2^attempt))).
 struct RetryOptions {

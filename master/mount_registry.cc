@@ -93,6 +93,13 @@ std::string MountDifference(const v1::MountEntry& have,
                  absl::StrCat("'", want.credentials(), "'"));
   if (have.writable() != want.writable())
     return field("writable", have.writable(), want.writable());
+  if (have.eviction() != want.eviction() ||
+      have.epoch_window_ms() != want.epoch_window_ms())
+    return field("eviction",
+                 absl::StrCat("'", have.eviction(), "' (window ",
+                              have.epoch_window_ms(), " ms)"),
+                 absl::StrCat("'", want.eviction(), "' (window ",
+                              want.epoch_window_ms(), " ms)"));
   return "from the same URI with another owner, group or file mode";
 }
 
@@ -106,6 +113,12 @@ absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
     entry.set_metadata_ttl_ms(
         static_cast<uint64_t>(absl::ToInt64Milliseconds(kDefaultMetadataTtl)));
   }
+  if (entry.eviction() == "lru") entry.clear_eviction();
+  if (entry.eviction() == "epoch" && entry.epoch_window_ms() == 0) {
+    entry.set_epoch_window_ms(
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(kDefaultEpochWindow)));
+  }
+  if (entry.eviction().empty()) entry.clear_epoch_window_ms();
   // The URI must parse (credentials are checked on first use by each
   // process).
   LARDER_RETURN_IF_ERROR(ValidateMountEntry(entry));

@@ -107,6 +107,35 @@ TEST(MountRegistryTest, RejectsBadMounts) {
   EXPECT_EQ((*r)->Get().version(), 1u);
 }
 
+TEST(MountRegistryTest, EvictionPolicyIsCheckedAndGetsItsDefaultWindow) {
+  testing::TempDir dir;
+  auto r = MountRegistry::Open(dir.path());
+  ASSERT_TRUE(r.ok());
+  v1::MountEntry lru = Entry("/a", "file:///tmp");
+  lru.set_eviction("lru");
+  lru.set_epoch_window_ms(5);  // Meaningless without epoch: dropped.
+  auto t = (*r)->Add(lru);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->mounts(0).eviction(), "");
+  EXPECT_EQ(t->mounts(0).epoch_window_ms(), 0u);
+  v1::MountEntry epoch = Entry("/b", "file:///tmp");
+  epoch.set_eviction("epoch");
+  t = (*r)->Add(epoch);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->mounts(1).epoch_window_ms(), 3600u * 1000);  // One hour.
+  // The same mount again is fine; another window is a conflict that says so.
+  EXPECT_TRUE((*r)->Add(epoch).ok());
+  epoch.set_epoch_window_ms(60000);
+  EXPECT_THAT((*r)->Add(epoch).status().message(),
+              ::testing::HasSubstr("eviction 'epoch' (window 3600000 ms)"));
+  v1::MountEntry bad = Entry("/c", "file:///tmp");
+  bad.set_eviction("mru");
+  EXPECT_EQ((*r)->Add(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.set_eviction("epoch");
+  bad.set_epoch_window_ms(uint64_t{400} * 24 * 3600 * 1000);
+  EXPECT_EQ((*r)->Add(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MountRegistryTest, CorruptStateFileIsANamedError) {
   testing::TempDir dir;
   ASSERT_TRUE(testing::WriteFile(dir.path() + "/mounts.textproto",

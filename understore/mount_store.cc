@@ -80,6 +80,15 @@ absl::Status ValidateMountEntry(const v1::MountEntry& mount) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "mode 0%o is not a permission mode (0 to 07777)", mount.mode()));
   }
+  if (mount.eviction() != "" && mount.eviction() != "lru" &&
+      mount.eviction() != "epoch") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "eviction '", mount.eviction(), "' is not a policy (lru or epoch)"));
+  }
+  if (mount.epoch_window_ms() > uint64_t{366} * 24 * 3600 * 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epoch window ", mount.epoch_window_ms(), " ms is over a year"));
+  }
   return ParseStoreUri(mount.uri()).status();
 }
 

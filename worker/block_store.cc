@@ -188,6 +188,25 @@ absl::StatusOr<BlockRead> BlockStore::Get(
   if (started) {
     fetch_pool_->Schedule([this, id, flight] { RunFetch(id, flight); });
   }
+  return Await(flight, id, deadline, cancelled);
+}
+
+std::shared_ptr<BlockStore::Flight> BlockStore::StartFetch(const BlockId& id) {
+  if (!id.Validate().ok()) return nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ram_.Contains(id.Key())) return nullptr;
+  }
+  bool started = false;
+  std::shared_ptr<Flight> flight = Join(id, &started);
+  if (started)
+    fetch_pool_->Schedule([this, id, flight] { RunFetch(id, flight); });
+  return flight;
+}
+
+absl::StatusOr<BlockRead> BlockStore::Await(
+    const std::shared_ptr<Flight>& flight, const BlockId& id,
+    absl::Time deadline, const std::function<bool()>& cancelled) const {
   // Wait in slices so cancellation is noticed; the fetch goes on regardless.
   while (!flight->done.WaitForNotificationWithDeadline(
       std::min(deadline, absl::Now() + absl::Milliseconds(50)))) {
@@ -515,9 +534,15 @@ void BlockStore::UnexportObject(const BlockId& id) {
   metrics_->leases.Set(leases_);
 }
 
+absl::Duration BlockStore::ProtectAfterRead(const BlockId& id) const {
+  absl::StatusOr<Mount> mount = mounts_->Get(id.mount);
+  return mount.ok() ? mount->protect_after_read : absl::ZeroDuration();
+}
+
 void BlockStore::AdmitRam(const std::shared_ptr<const Block>& block) {
   std::vector<std::shared_ptr<const Block>> evicted;
   bool admitted = false;
+  const absl::Duration protect = ProtectAfterRead(block->id());
   {
     absl::MutexLock lock(&mu_);
     // A block of an object memfd retired while it was filled is not kept:
@@ -529,10 +554,10 @@ void BlockStore::AdmitRam(const std::shared_ptr<const Block>& block) {
     }
     const uint64_t before = ram_.evictions();
     if (current) {
-      admitted =
-          ram_.Admit(block->key(), block, block->length(),
-                     options_.rules.Pinned(block->id()),
-                     options_.rules.Ttl(block->id()), absl::Now(), &evicted);
+      admitted = ram_.Admit(block->key(), block, block->length(),
+                            options_.rules.Pinned(block->id()),
+                            options_.rules.Ttl(block->id()), absl::Now(),
+                            &evicted, protect);
     }
     const size_t direct = evicted.size();
     RetireObjects(&evicted);
@@ -568,7 +593,7 @@ void BlockStore::QueueNvmeWrite(std::shared_ptr<const Block> block) {
     ++pending_nvme_writes_;
   }
   nvme_pool_->Schedule([this, block = std::move(block)] {
-    absl::Status st = nvme_->Write(*block);
+    absl::Status st = nvme_->Write(*block, ProtectAfterRead(block->id()));
     if (!st.ok()) {
       metrics_->nvme_write_failures.Increment();
       LARDER_LOG(DEBUG, "nvme.write")

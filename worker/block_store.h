@@ -143,6 +143,23 @@ class BlockStore {
   // Starts fetching a block if it is not cached; returns at once.
   void Prefetch(const BlockId& id);
 
+  // A fetch in flight, which holds its block once done.
+  struct Flight {
+    absl::Notification done;
+    absl::StatusOr<BlockRead> result = absl::UnknownError("not finished");
+  };
+  // Starts fetching a block that is not in RAM (or joins the fetch in
+  // flight) and returns it; nullptr when RAM holds the block (or `id` is
+  // bad): ask Get. Unlike Prefetch then Get, Await gives the fetched block
+  // even when RAM did not keep it (an eviction=epoch mount's full tier,
+  // policy none), with no second fetch.
+  std::shared_ptr<Flight> StartFetch(const BlockId& id);
+  // Waits for a fetch StartFetch returned: as Get.
+  absl::StatusOr<BlockRead> Await(
+      const std::shared_ptr<Flight>& flight, const BlockId& id,
+      absl::Time deadline,
+      const std::function<bool()>& cancelled = nullptr) const;
+
   // Caches `bytes` as block `id` (a written object's block, whose version
   // the caller has checked with the under-store): into RAM, and to NVMe.
   // Errors: InvalidArgument (a bad id, a length other than the block's, a
@@ -197,11 +214,6 @@ class BlockStore {
   void Shutdown();
 
  private:
-  struct Flight {
-    absl::Notification done;
-    absl::StatusOr<BlockRead> result = absl::UnknownError("not finished");
-  };
-
   BlockStore(BlockStoreOptions options, const WorkerMounts* mounts,
              WorkerMetrics* metrics);
 
@@ -228,6 +240,9 @@ class BlockStore {
   absl::StatusOr<std::shared_ptr<const Block>> FetchFromUnderStore(
       const BlockId& id);
   void AdmitRam(const std::shared_ptr<const Block>& block);
+  // How long a read keeps the block from eviction: its mount's epoch window
+  // (eviction=epoch), else zero (LRU).
+  absl::Duration ProtectAfterRead(const BlockId& id) const;
   void QueueNvmeWrite(std::shared_ptr<const Block> block);
 
   const BlockStoreOptions options_;

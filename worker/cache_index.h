@@ -15,6 +15,12 @@
 //   * An entry past its TTL is treated as absent and removed when seen.
 //   * A leased entry (a local client reads its fd) is not evicted until the
 //     lease expires or is released.
+//   * A protected entry (Admit's `protect`: the mounts with eviction=epoch)
+//     is not evicted for `protect` after it was admitted or last found, so
+//     a dataset somewhat larger than the tier read in epochs keeps the part
+//     of itself that fits, every epoch, where LRU would evict each block
+//     just before it is read again; a new entry that finds no room is then
+//     refused (the caller serves it uncached).
 //
 // Used bytes never exceed capacity, nor entries max_entries. Not thread-safe:
 // the owning tier locks.
@@ -69,6 +75,8 @@ class CacheIndex {
     absl::Time expires = absl::InfiniteFuture();
     absl::Time lease_until = absl::InfinitePast();
     int leases = 0;
+    absl::Duration protect = absl::ZeroDuration();
+    absl::Time protected_until = absl::InfinitePast();
     typename std::list<BlockKey>::iterator lru;  // Valid unless pinned.
   };
 
@@ -95,7 +103,7 @@ class CacheIndex {
       Remove(it);
       return nullptr;
     }
-    Touch(it->second);
+    Touch(it->second, now);
     return &it->second;
   }
 
@@ -104,9 +112,12 @@ class CacheIndex {
   // Admits an entry, evicting (LRU policy) as needed; evicted values are
   // appended to `evicted`. Returns false, changing nothing, if it cannot be
   // admitted (larger than the tier, policy kNone and full, or everything
-  // evictable is pinned or leased). Replaces an existing entry of `key`.
+  // evictable is pinned, leased or protected). Replaces an existing entry of
+  // `key`. `protect` > 0: the entry is not evicted within `protect` of its
+  // admission or its last Find.
   bool Admit(const BlockKey& key, Value value, uint64_t size, bool pinned,
-             absl::Duration ttl, absl::Time now, std::vector<Value>* evicted) {
+             absl::Duration ttl, absl::Time now, std::vector<Value>* evicted,
+             absl::Duration protect = absl::ZeroDuration()) {
     if (auto it = map_.find(key); it != map_.end()) {
       if (evicted) evicted->push_back(std::move(it->second.value));
       Remove(it);
@@ -119,6 +130,12 @@ class CacheIndex {
     e.pinned = pinned;
     e.expires =
         ttl == absl::InfiniteDuration() ? absl::InfiniteFuture() : now + ttl;
+    if (ttl != absl::InfiniteDuration()) ++expiring_;
+    if (protect > absl::ZeroDuration()) {
+      e.protect = protect;
+      e.protected_until = now + protect;
+      ++protects_[absl::ToInt64Nanoseconds(protect)];
+    }
     if (!pinned) {
       lru_.push_front(key);
       e.lru = lru_.begin();
@@ -177,13 +194,21 @@ class CacheIndex {
     return e.leases > 0 && e.lease_until > now;
   }
 
-  void Touch(Entry& e) {
+  void Touch(Entry& e, absl::Time now) {
     if (!e.pinned) lru_.splice(lru_.begin(), lru_, e.lru);
+    if (e.protect > absl::ZeroDuration())
+      e.protected_until = std::max(e.protected_until, now + e.protect);
   }
 
   void Remove(typename absl::flat_hash_map<BlockKey, Entry>::iterator it) {
-    used_ -= it->second.size;
-    if (!it->second.pinned) lru_.erase(it->second.lru);
+    const Entry& e = it->second;
+    used_ -= e.size;
+    if (!e.pinned) lru_.erase(e.lru);
+    if (e.expires != absl::InfiniteFuture()) --expiring_;
+    if (e.protect > absl::ZeroDuration()) {
+      auto p = protects_.find(absl::ToInt64Nanoseconds(e.protect));
+      if (--p->second == 0) protects_.erase(p);
+    }
     map_.erase(it);
   }
 
@@ -196,8 +221,10 @@ class CacheIndex {
              map_.size() - victims.size() + 1 > max_entries_;
     };
     if (!short_of_room()) return true;
-    // Expired entries go first, whatever the policy.
-    for (auto k = lru_.rbegin(); k != lru_.rend() && short_of_room(); ++k) {
+    // Expired entries go first, whatever the policy (a walk only when some
+    // entry has a TTL).
+    for (auto k = lru_.rbegin();
+         expiring_ > 0 && k != lru_.rend() && short_of_room(); ++k) {
       const Entry& e = map_.at(*k);
       if (e.expires <= now && !Leased(e, now)) {
         victims.push_back(*k);
@@ -205,8 +232,18 @@ class CacheIndex {
       }
     }
     if (policy_ == EvictionPolicy::kLru) {
+      // Entries of one protection period are protected in LRU order: when
+      // every unpinned entry has the same one, the first protected entry
+      // from the cold end ends the walk (a full tier of an epoch mount
+      // refuses a block without looking at all of them).
+      const bool one_period =
+          protects_.size() == 1 && protects_.begin()->second == lru_.size();
       for (auto k = lru_.rbegin(); k != lru_.rend() && short_of_room(); ++k) {
         const Entry& e = map_.at(*k);
+        if (e.protected_until > now) {
+          if (one_period) break;
+          continue;
+        }
         if (Leased(e, now) || e.expires <= now) continue;
         victims.push_back(*k);
         freed += e.size;
@@ -231,6 +268,9 @@ class CacheIndex {
   const size_t max_entries_;
   uint64_t used_ = 0;
   uint64_t evictions_ = 0;
+  size_t expiring_ = 0;  // Entries with a TTL.
+  // Entries by protection period (ns), for those that have one.
+  absl::flat_hash_map<int64_t, size_t> protects_;
   absl::flat_hash_map<BlockKey, Entry> map_;
   std::list<BlockKey>
       lru_;  // Front = most recent. Pinned entries are not in it.

@@ -433,7 +433,7 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(
   return std::move(*w).Finish();
 }
 
-absl::Status NvmeTier::Write(const Block& block) {
+absl::Status NvmeTier::Write(const Block& block, absl::Duration protect) {
   const BlockKey key = block.key();
   const std::string header = EncodeHeader(block);
   const uint64_t size = header.size() + block.length();
@@ -459,7 +459,7 @@ absl::Status NvmeTier::Write(const Block& block) {
         continue;
       }
       if (dd.index.Admit(key, FileInfo{d, block.id()}, size, pinned, ttl, now,
-                         &evicted))
+                         &evicted, protect))
         dir = d;
     }
     if (dir < 0) {

@@ -99,8 +99,10 @@ class NvmeTier {
 
   // Writes a block (replacing an older copy). Errors: ResourceExhausted (no
   // directory can take it: capacity under policy none, reserve, degraded),
-  // Internal (I/O error; the directory is marked degraded).
-  absl::Status Write(const Block& block);
+  // Internal (I/O error; the directory is marked degraded). `protect`: its
+  // mount's eviction=epoch window (CacheIndex::Admit).
+  absl::Status Write(const Block& block,
+                     absl::Duration protect = absl::ZeroDuration());
 
   // Removes blocks; returns how many.
   size_t Erase(const std::vector<BlockKey>& keys);

@@ -235,6 +235,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
       // Hits are what the request found in RAM: a block that the batch's
       // own fetches filled before its turn came is a miss, not a hit.
       std::vector<std::shared_ptr<const Block>> found;
+      std::vector<std::shared_ptr<BlockStore::Flight>> fetches;
       std::vector<absl::Status> refused;
       found.reserve(req.blocks_size());
       refused.reserve(req.blocks_size());
@@ -243,20 +244,24 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
         refused.push_back(MayRead(peer, id));
         found.push_back(refused.back().ok() ? store_->TryGetCached(id)
                                             : nullptr);
-        if (found.back() == nullptr && refused.back().ok())
-          store_->Prefetch(id);
+        fetches.push_back(found.back() == nullptr && refused.back().ok()
+                              ? store_->StartFetch(id)
+                              : nullptr);
       }
       const absl::Duration lease = LeaseDuration(req);
       const absl::Time deadline = absl::Now() + options_.open_timeout;
       for (int k = 0; k < req.blocks_size(); ++k) {
         v1::ShortCircuitGrant* g = resp.add_grants();
+        auto stopping = [this] { return stopping_.load(); };
         absl::StatusOr<BlockRead> r =
             !refused[k].ok() ? refused[k]
             : found[k] != nullptr
                 ? BlockRead{std::move(found[k]), BlockSource::kRam}
-                : store_->Get(
-                      FromProto(req.blocks(k)), deadline,
-                      [this] { return stopping_.load(); }, /*count_hit=*/false);
+            : fetches[k] != nullptr
+                ? store_->Await(fetches[k], FromProto(req.blocks(k)), deadline,
+                                stopping)
+                : store_->Get(FromProto(req.blocks(k)), deadline, stopping,
+                              /*count_hit=*/false);
         if (!r.ok()) {
           g->set_code(static_cast<int>(r.status().code()));
           g->set_message(RedactSecrets(r.status().message()));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/block_key.h"
+#include "common/config.h"
 #include "common/mount_set.h"
 #include "common/retry.h"
 #include "common/status_macros.h"
@@ -33,16 +34,24 @@ absl::Status WorkerMounts::Add(const v1::MountEntry& entry,
                                std::shared_ptr<UnderStore> store) {
   LARDER_RETURN_IF_ERROR(ValidateMountEntry(entry));
   const MountAccess access = MountAccessOf(entry);
+  const absl::Duration protect =
+      entry.eviction() != "epoch" ? absl::ZeroDuration()
+      : entry.epoch_window_ms() == 0
+          ? kDefaultEpochWindow
+          : absl::Milliseconds(entry.epoch_window_ms());
   return AddOpened(entry.path(), entry.uri(), std::move(store),
                    entry.block_size(), entry.credentials(), access,
                    absl::Milliseconds(entry.metadata_ttl_ms()),
-                   entry.writable());
+                   entry.writable(), protect);
 }
 
-absl::Status WorkerMounts::AddOpened(
-    const std::string& name, std::string uri, std::shared_ptr<UnderStore> store,
-    uint64_t block_size, std::string credentials, MountAccess access,
-    absl::Duration metadata_ttl, bool writable) {
+absl::Status WorkerMounts::AddOpened(const std::string& name, std::string uri,
+                                     std::shared_ptr<UnderStore> store,
+                                     uint64_t block_size,
+                                     std::string credentials,
+                                     MountAccess access,
+                                     absl::Duration metadata_ttl, bool writable,
+                                     absl::Duration protect_after_read) {
   // A flag-defined mount has a plain name; a master-defined one is a cluster
   // path ("/datasets/imagenet").
   if (name.empty() || (name.find('/') != std::string::npos && name[0] != '/')) {
@@ -57,7 +66,7 @@ absl::Status WorkerMounts::AddOpened(
   absl::MutexLock lock(&mu_);
   mounts_[name] = Mount{name,         std::move(uri),   std::move(credentials),
                         block_size,   std::move(store), access,
-                        metadata_ttl, writable};
+                        metadata_ttl, writable,         protect_after_read};
   return absl::OkStatus();
 }
 

@@ -44,6 +44,9 @@ struct Mount {
   // The master's mounts: whether writers may create objects in it
   // (MountEntry.writable). --mount flags: no.
   bool writable = false;
+  // The master's mounts with eviction=epoch: how long a read keeps a block
+  // from eviction (CacheIndex's protection). Zero: LRU.
+  absl::Duration protect_after_read = absl::ZeroDuration();
 };
 
 class WorkerMounts {
@@ -106,11 +109,12 @@ class WorkerMounts {
   absl::StatusOr<Mount> WithMissHook(
       absl::string_view path,
       absl::FunctionRef<absl::StatusOr<Mount>()> find) const;
-  absl::Status AddOpened(const std::string& name, std::string uri,
-                         std::shared_ptr<UnderStore> store, uint64_t block_size,
-                         std::string credentials = "", MountAccess access = {},
-                         absl::Duration metadata_ttl = absl::ZeroDuration(),
-                         bool writable = false);
+  absl::Status AddOpened(
+      const std::string& name, std::string uri,
+      std::shared_ptr<UnderStore> store, uint64_t block_size,
+      std::string credentials = "", MountAccess access = {},
+      absl::Duration metadata_ttl = absl::ZeroDuration(), bool writable = false,
+      absl::Duration protect_after_read = absl::ZeroDuration());
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Mount> mounts_ ABSL_GUARDED_BY(mu_);
