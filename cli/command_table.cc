@@ -20,11 +20,10 @@ std::vector<absl::string_view> FlagList(
 
 absl::Span<const Command* const> AllCommands() {
   static const Command* const kCommands[] = {
-      &kMasterCommand,  &kWorkerCommand,     &kFuseCommand,
-      &kMountCommand,   &kUnmountCommand,    &kLsCommand,
-      &kStatCommand,    &kCatCommand,        &kCpCommand,
-      &kLoadCommand,    &kInvalidateCommand, &kEvictCommand,
-      &kStatsCommand,   &kRingCommand,       &kStoreCommand,
+      &kMasterCommand,  &kWorkerCommand,    &kFuseCommand,       &kMountCommand,
+      &kUnmountCommand, &kLsCommand,        &kStatCommand,       &kCatCommand,
+      &kCpCommand,      &kLoadCommand,      &kInvalidateCommand, &kEvictCommand,
+      &kStatsCommand,   &kRingCommand,      &kAdviseCommand,     &kStoreCommand,
       &kVersionCommand, &kCompletionCommand};
   return kCommands;
 }

@@ -77,6 +77,8 @@ extern const Command kFuseCommand;
 extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
     kStatCommand, kCatCommand, kCpCommand, kLoadCommand, kInvalidateCommand,
     kEvictCommand, kStatsCommand, kRingCommand;
+// `larder advise PATH` (advise_command.cc).
+extern const Command kAdviseCommand;
 // `larder version`, `larder completion bash` (meta_commands.cc).
 extern const Command kVersionCommand, kCompletionCommand;
 
@@ -96,6 +98,15 @@ absl::Status Rpc(const grpc::Status& s);
 // What the master says `path` is (Stat).
 absl::StatusOr<v1::StatResponse> StatPath(MasterConnection& master,
                                           const std::string& path);
+// A client of the cluster from the flags (ClientOptionsFromFlags); an
+// unreachable master is Rpc's message.
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient();
+// Sends `req` to every worker of the ring (which it returns in `ring` when
+// not null); the blocks they evicted. Errors: the first worker's failure,
+// named.
+absl::StatusOr<uint64_t> EvictOnEveryWorker(MasterConnection& master,
+                                            const v1::EvictBlocksRequest& req,
+                                            v1::Ring* ring = nullptr);
 // InvalidArgument("usage: USAGE") unless there are `n` arguments.
 absl::Status WantArgs(const std::vector<std::string>& args, size_t n,
                       absl::string_view usage);

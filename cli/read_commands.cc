@@ -36,9 +36,6 @@ ABSL_FLAG(bool, overwrite, false,
           "object already there is an error).");
 
 namespace larder::cli {
-namespace {
-
-// --- ls / stat / cat --------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient() {
   LARDER_ASSIGN_OR_RETURN(ClientOptions o, ClientOptionsFromFlags());
@@ -49,6 +46,10 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient() {
   }
   return c;
 }
+
+namespace {
+
+// --- ls / stat / cat --------------------------------------------------------
 
 // --output=json: {"path": P, "entries": [{"path", "type" ("file" or
 // "directory"), "size", "version", "mtime" (RFC 3339), "mtime_unix_ms"}]},

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""`larder advise` against measured epochs, at three cache sizes.
+
+A real S3 (s3rver) behind the shaping front of tests/servers/ (25 ms to the
+first byte, 80 MB/s per connection: a store slower than the cache, as a
+remote one is), and for each of three worker RAM sizes (a quarter, half and
+all of a 120 MiB dataset) a fresh master and worker with the dataset mounted
+--eviction=epoch. `larder advise --epoch` measures the two rates on a sample,
+reads the whole dataset once (which fills the cache), and again in a second
+run: that second epoch's time must be within 15% of the model's prediction,
+both from the hits it had and from the cache's size alone.
+
+  /usr/bin/python3 -m pytest -q tests/advise_test.py
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+from cluster import Cluster  # noqa: E402
+from cold_read_bench import BUCKET, Bench  # noqa: E402
+
+FILES = 480
+FILE_KIB = 256
+DATASET = FILES * FILE_KIB << 10
+
+
+@pytest.fixture(scope="module")
+def store():
+    args = argparse.Namespace(files=FILES, file_kib=FILE_KIB, dirs=4, s3rvers=1,
+                              first_byte_ms=25, rate_mbps=80)
+    workdir = tempfile.mkdtemp(prefix="larder-advise.")
+    os.makedirs(os.path.join(workdir, "logs"))
+    b = Bench(args, workdir)
+    try:
+        b.start_store()
+        name, _ = b.new_set()
+        yield b, name
+    finally:
+        b.procs.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def advise(cluster, path, *flags):
+    r = cluster.run("advise", path, "--readers=16", "--output=json", *flags)
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5, 1.0])
+def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, share):
+    b, name = store
+    os.environ.update({"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER"})
+    # A whole cache holds a little more than the dataset (its README).
+    ram_mib = int(share * DATASET / (1 << 20)) + (1 if share == 1.0 else 0)
+    with Cluster(workers=1, ram="%dMiB" % ram_mib) as c:
+        c.mount("/data", "s3://%s?endpoint=%s&region=us-east-1&path_style=true"
+                % (BUCKET, b.proxy.endpoint), "--eviction=epoch")
+        path = "/data/" + name
+        first = advise(c, path, "--epoch")  # An epoch fills the cache.
+        assert first["files"] == FILES + 1
+        doc = advise(c, path, "--epoch")
+        rates, epoch = doc["rates"], doc["epoch"]
+        # The store is the slow one here: the model has something to say.
+        assert rates["cache"] > 3 * rates["store"], rates
+        # What an epoch-pinned cache of this size hits every epoch.
+        assert abs(epoch["hit_fraction"] - min(1.0, share)) < 0.1, epoch
+        measured = epoch["seconds"]
+        for key in ("predicted_io_seconds", "predicted_io_seconds_at_cluster_cache"):
+            err = (epoch[key] - measured) / measured
+            print("[advise] share %.2f: measured %.3f s, %s %.3f s (%+.0f%%); rates %s"
+                  % (share, measured, key, epoch[key], 100 * err, rates))
+            assert abs(err) <= 0.15, (key, epoch, rates)
+        # The table covers 0-100% of the dataset and the cluster's cache.
+        assert [round(p["hit_fraction"], 2) for p in doc["predictions"]] == [
+            0, 0.25, 0.5, 0.75, 1.0]
+        assert doc["recommendation"]
+
+
+def test_advise_names_what_it_cannot_measure(store):
+    b, name = store
+    with Cluster(workers=1, ram="256MiB") as c:
+        c.mount("/data", "s3://%s?endpoint=%s&region=us-east-1&path_style=true"
+                % (BUCKET, b.proxy.endpoint))
+        r = c.run("advise", "/data/nothing-here", check=False)
+        assert r.returncode == 3, r.stderr  # NotFound.
+        r = c.run("advise", "/data/" + name, "--gpu_rate=fast", check=False)
+        assert r.returncode == 2 and "is not a rate such as 800MB/s" in r.stderr
+        # Cached and told not to evict: the store's rate is unknown.
+        c.run("advise", "/data/" + name, "--sample_files=8")
+        r = c.run("advise", "/data/" + name, "--sample_files=8", "--nomeasure_store",
+                  check=False)
+        assert r.returncode == 6 and "--store_rate" in r.stderr, r.stderr
+        ok = c.run("advise", "/data/" + name, "--sample_files=8", "--nomeasure_store",
+                   "--store_rate=50MB/s", "--samples_per_second=2000")
+        assert "accelerators consume" in ok.stdout and "this cluster" in ok.stdout
