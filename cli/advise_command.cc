@@ -397,10 +397,19 @@ absl::Status RunAdvise(const std::vector<std::string>& args) {
                   " of RAM or NVMe across its workers"));
   }
   if (cluster_cache < dataset) {
-    absl::StrAppend(&advice,
-                    ". The dataset is larger than the cache: mount it with "
-                    "--eviction=epoch so that the part that fits is kept "
-                    "every epoch (LRU keeps less)");
+    v1::MountTable mounts;
+    LARDER_RETURN_IF_ERROR(
+        Rpc(master->Call(&v1::Master::Stub::GetMounts, v1::GetMountsRequest(),
+                         &mounts, absl::Seconds(10))));
+    bool epoch = false;
+    for (const v1::MountEntry& m : mounts.mounts())
+      epoch |= m.path() == first.mount() && m.eviction() == "epoch";
+    absl::StrAppend(
+        &advice, ". The dataset is larger than the cache: ",
+        epoch ? "its mount keeps the part that fits every epoch "
+                "(--eviction=epoch), as the table assumes"
+              : "mount it with --eviction=epoch so that the part that fits "
+                "is kept every epoch, as the table assumes (LRU keeps less)");
   }
 
   // --epoch: the whole dataset once, with the same readers.
@@ -464,16 +473,17 @@ absl::Status RunAdvise(const std::vector<std::string>& args) {
   }
   std::printf(
       "dataset %s: %zu files, %s (cached it takes %s of RAM or %s of NVMe)\n"
-      "cluster: %d workers, RAM %s, NVMe %s\n"
+      "cluster: %d worker%s, RAM %s, NVMe %s\n"
       "measured with %d readers on %zu files (%s):\n"
       "  from the cache        %s\n"
       "  from the under-store  %s\n",
       args[0].c_str(), files.size(),
       FormatBytes(static_cast<uint64_t>(dataset)).c_str(),
       FormatBytes(in_ram).c_str(), FormatBytes(on_nvme).c_str(), cache.workers,
-      FormatBytes(cache.ram).c_str(), FormatBytes(cache.nvme).c_str(), readers,
-      sample.size(), FormatBytes(sample_bytes).c_str(),
-      Rate(rates.cache_rate).c_str(), Rate(rates.store_rate).c_str());
+      cache.workers == 1 ? "" : "s", FormatBytes(cache.ram).c_str(),
+      FormatBytes(cache.nvme).c_str(), readers, sample.size(),
+      FormatBytes(sample_bytes).c_str(), Rate(rates.cache_rate).c_str(),
+      Rate(rates.store_rate).c_str());
   if (rates.gpu_rate > 0)
     std::printf("  accelerators consume  %s\n", Rate(rates.gpu_rate).c_str());
   std::printf("\n%-22s %6s %10s %10s %10s\n", "cache", "hits", "I/O", "epoch",
