@@ -6,9 +6,10 @@ first byte, 80 MB/s per connection: a store slower than the cache, as a
 remote one is), and for each of three worker RAM sizes (a quarter, half and
 all of a 120 MiB dataset) a fresh master and worker with the dataset mounted
 --eviction=epoch. `larder advise --epoch` measures the two rates on a sample,
-reads the whole dataset once (which fills the cache), and again in a second
-run: that second epoch's time must be within 15% of the model's prediction,
-both from the hits it had and from the cache's size alone.
+reads the whole dataset once (which fills the cache); three more runs each
+predict and measure an epoch, and the median epoch must be within 15% of the
+median prediction, both from the hits the epochs had and from the cache's
+size alone.
 
   /usr/bin/python3 -m pytest -q tests/advise_test.py
 """
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,18 +69,26 @@ def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, sha
         path = "/data/" + name
         first = advise(c, path, "--epoch")  # An epoch fills the cache.
         assert first["files"] == FILES + 1
-        doc = advise(c, path, "--epoch")
-        rates, epoch = doc["rates"], doc["epoch"]
-        # The store is the slow one here: the model has something to say.
-        assert rates["cache"] > 3 * rates["store"], rates
-        # What an epoch-pinned cache of this size hits every epoch.
-        assert abs(epoch["hit_fraction"] - min(1.0, share)) < 0.1, epoch
-        measured = epoch["seconds"]
+        # Three runs, each measuring its rates on a sample and then an epoch:
+        # the median prediction against the median epoch (one run's store
+        # rate moves by about 10% through the front on a loaded machine).
+        docs = [advise(c, path, "--epoch") for _ in range(3)]
+        for doc in docs:
+            rates, epoch = doc["rates"], doc["epoch"]
+            # The store is the slow one here: the model has something to say.
+            assert rates["cache"] > 3 * rates["store"], rates
+            # What an epoch-pinned cache of this size hits every epoch.
+            assert abs(epoch["hit_fraction"] - min(1.0, share)) < 0.1, epoch
+        measured = statistics.median(d["epoch"]["seconds"] for d in docs)
         for key in ("predicted_io_seconds", "predicted_io_seconds_at_cluster_cache"):
-            err = (epoch[key] - measured) / measured
-            print("[advise] share %.2f: measured %.3f s, %s %.3f s (%+.0f%%); rates %s"
-                  % (share, measured, key, epoch[key], 100 * err, rates))
-            assert abs(err) <= 0.15, (key, epoch, rates)
+            predicted = statistics.median(d["epoch"][key] for d in docs)
+            err = (predicted - measured) / measured
+            print("[advise] share %.2f: measured %.3f s, %s %.3f s (%+.0f%%); runs %s"
+                  % (share, measured, key, predicted, 100 * err,
+                     [(round(d["epoch"]["seconds"], 3), round(d["epoch"][key], 3))
+                      for d in docs]))
+            assert abs(err) <= 0.15, (key, [d["epoch"] for d in docs])
+        doc = docs[-1]
         # The table covers 0-100% of the dataset and the cluster's cache.
         assert [round(p["hit_fraction"], 2) for p in doc["predictions"]] == [
             0, 0.25, 0.5, 0.75, 1.0]
