@@ -230,17 +230,7 @@ std::shared_ptr<const Block> BlockStore::TryGetCached(const BlockId& id) {
   return b;
 }
 
-void BlockStore::Prefetch(const BlockId& id) {
-  if (!id.Validate().ok()) return;
-  {
-    absl::MutexLock lock(&mu_);
-    if (ram_.Contains(id.Key())) return;
-  }
-  bool started = false;
-  std::shared_ptr<Flight> flight = Join(id, &started);
-  if (started)
-    fetch_pool_->Schedule([this, id, flight] { RunFetch(id, flight); });
-}
+void BlockStore::Prefetch(const BlockId& id) { StartFetch(id); }
 
 void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
   Touch();
