@@ -35,8 +35,15 @@ and of the clients (the reader threads, `larder load`, the loaders).
       [--rounds 3] [--rows gets,fuse,walk,load,random,prefetch,shard]
       [--first_byte_ms 25] [--rate_mbps 80] [--s3rvers 1]
       [--loader_workers 4] [--batch 32] [--lookahead 0] [--worker_flags=...]
-      [--fuse_flags=...]
+      [--fuse_flags=...] [--store_cpus 1 --node_cpus 0]
       [--keep]
+
+--store_cpus and --node_cpus give the store (s3rver, the front) and everything
+else (this script, its GET threads, the Larder cluster, the readers, the
+loaders) cores of their own, as a remote store's would be: without them the
+store's CPU (s3rver is one node process and costs about 1 ms of CPU per
+100 KiB GET) and the node's compete for the same cores, and the path that
+uses more CPU on the node side starves the store it reads from.
 
 Needs root (FUSE, drop_caches), a build (scripts/build.sh: build/cli/larder
 and build/python), node and tests/servers/node_modules
@@ -111,12 +118,14 @@ class Bench:
     def start_store(self):
         addrs, self.s3rver_pids = benchlib.start_s3rvers(
             self.procs.spawn, os.path.join(self.workdir, "s3rver-data"),
-            self.args.s3rvers, BUCKET, log=lambda i: self.log(f"s3rver{i}.log"))
+            self.args.s3rvers, BUCKET, log=lambda i: self.log(f"s3rver{i}.log"),
+            preexec_fn=benchlib.on_cpus(self.args.store_cpus))
         self.upstream = addrs[0]
         self.proxy = ShapingProxy(",".join(addrs), first_byte_ms=self.args.first_byte_ms,
                                   rate_mbps=self.args.rate_mbps,
                                   stats_file=os.path.join(self.workdir, "front.json"),
-                                  python=PYTHON, stderr=open(self.log("front.log"), "ab"))
+                                  python=PYTHON, stderr=open(self.log("front.log"), "ab"),
+                                  preexec_fn=benchlib.on_cpus(self.args.store_cpus))
         self.proxy.start()
         self.procs.defer(self.proxy.stop)
 
@@ -367,7 +376,9 @@ def print_table(b, rounds):
     print(f"Cold reads through the front ({a.first_byte_ms:g} ms to the first byte, "
           f"{a.rate_mbps:g} MB/s per connection, {a.s3rvers} s3rver process(es)): "
           f"{a.files} files of {a.file_kib} KiB per set, {a.readers} readers, "
-          f"median of {len(rounds)} round(s)")
+          f"median of {len(rounds)} round(s)"
+          + (f"; store on cores {a.store_cpus}, the rest on {a.node_cpus or 'the others'}"
+             if a.store_cpus else ""))
     print(f"{'ROW':<10} {'FILES/s':>9} {'MB/s':>8} {'VS':>22} {'GET/file':>9} "
           f"{'HEAD/file':>10} {'LIST/file':>10} {'CPU us/file: STORE':>19} "
           f"{'LARDER':>7} {'CLIENTS':>8}")
@@ -415,6 +426,10 @@ def main():
                     help="PrefetchSampler's lookahead (0: its default)")
     ap.add_argument("--worker_flags", default="", help="comma-separated")
     ap.add_argument("--fuse_flags", default="", help="comma-separated")
+    ap.add_argument("--store_cpus", default="",
+                    help="cores for s3rver and the front, e.g. 1")
+    ap.add_argument("--node_cpus", default="",
+                    help="cores for everything else, e.g. 0")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     args.parallel = [int(n) for n in args.parallel.split(",") if n]
@@ -426,6 +441,8 @@ def main():
             raise SystemExit(f"--rows: unknown {r}; known: {', '.join(ROWS)}")
 
     benchlib.unwind_on_signals()  # Through the finally below.
+    if args.node_cpus:  # Inherited by every process started from here on.
+        os.sched_setaffinity(0, benchlib.parse_cpus(args.node_cpus))
     workdir = tempfile.mkdtemp(prefix="larder-coldbench.")
     os.makedirs(os.path.join(workdir, "logs"))
     b = Bench(args, workdir)

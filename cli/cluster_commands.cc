@@ -437,11 +437,17 @@ absl::Status RunLoad(const std::vector<std::string>& args) {
   LoadProgress progress;
   while (s.state() == v1::LoadStatus::RUNNING) {
     progress.Update(s, false);
-    absl::SleepFor(absl::Milliseconds(250));
+    // The master answers when the job ends or after wait_ms, whichever is
+    // first: progress four times a second, and no wait after the end.
     v1::GetLoadRequest g;
     g.set_job_id(s.job_id());
+    g.set_wait_ms(250);
+    const absl::Time asked = absl::Now();
     LARDER_RETURN_IF_ERROR(
         Rpc(stub->Call(&v1::Master::Stub::GetLoad, g, &s, absl::Seconds(10))));
+    // A master older than wait_ms answers at once.
+    if (s.state() == v1::LoadStatus::RUNNING)
+      absl::SleepFor(absl::Milliseconds(250) - (absl::Now() - asked));
   }
   progress.Update(s, true);
   if (json) {

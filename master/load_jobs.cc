@@ -38,7 +38,7 @@ LoadJobs::~LoadJobs() { StopAll(); }
 
 void LoadJobs::StopAll() {
   stopping_ = true;
-  absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs;
+  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs;
   {
     absl::MutexLock lock(&mu_);
     jobs.swap(jobs_);
@@ -63,7 +63,7 @@ absl::Status LoadJobs::Record(const v1::LoadStatus& status) {
 
 LoadJobs::Job* LoadJobs::Launch(v1::LoadStatus status,
                                 std::optional<v1::StatResponse> root) {
-  auto job = std::make_unique<Job>();
+  auto job = std::make_shared<Job>();
   Job* j = job.get();
   const bool running = status.state() == v1::LoadStatus::RUNNING;
   {
@@ -173,13 +173,28 @@ absl::StatusOr<v1::LoadStatus> LoadJobs::Start(const std::string& path) {
   return status;
 }
 
-absl::StatusOr<v1::LoadStatus> LoadJobs::Get(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end())
-    return absl::NotFoundError(absl::StrCat("no load job '", job_id, "'"));
-  absl::MutexLock jl(&it->second->mu);
-  return it->second->status;
+absl::StatusOr<v1::LoadStatus> LoadJobs::Get(const std::string& job_id,
+                                             absl::Duration wait) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end())
+      return absl::NotFoundError(absl::StrCat("no load job '", job_id, "'"));
+    job = it->second;
+  }
+  absl::MutexLock jl(&job->mu);
+  if (wait > absl::ZeroDuration()) {
+    // A job stopped with its master (StopAll) stays "running": the wait then
+    // ends at its deadline, which kMaxWait bounds.
+    job->mu.AwaitWithTimeout(absl::Condition(
+                                 +[](v1::LoadStatus* s) {
+                                   return s->state() != v1::LoadStatus::RUNNING;
+                                 },
+                                 &job->status),
+                             std::min(wait, kMaxWait));
+  }
+  return job->status;
 }
 
 void LoadJobs::Run(Job* job, v1::StatResponse root) {

@@ -31,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "client/worker_client.h"
 #include "master/membership.h"
 #include "master/metadata.h"
@@ -53,8 +54,10 @@ class LoadJobs {
   // Starts a job. Errors: NotFound (no such path), metadata errors, and the
   // store's (the job could not be recorded; it is not started).
   absl::StatusOr<v1::LoadStatus> Start(const std::string& path);
-  // Errors: NotFound (unknown job id).
-  absl::StatusOr<v1::LoadStatus> Get(const std::string& job_id);
+  // The job's status; a running job's after it ends or `wait` passes,
+  // whichever is first (at most kMaxWait). Errors: NotFound (unknown job id).
+  absl::StatusOr<v1::LoadStatus> Get(
+      const std::string& job_id, absl::Duration wait = absl::ZeroDuration());
 
   // Reads the recorded jobs: those that were running start again under their
   // ids, finished ones can be polled. Replaces the jobs held.
@@ -65,8 +68,11 @@ class LoadJobs {
 
   // Finished jobs kept in the store; older ones are deleted.
   static constexpr size_t kFinishedKept = 100;
+  // The longest Get waits for a job to end.
+  static constexpr absl::Duration kMaxWait = absl::Seconds(10);
 
  private:
+  // Shared: a Get waiting on one outlives its removal by StopAll.
   struct Job {
     absl::Mutex mu;
     v1::LoadStatus status ABSL_GUARDED_BY(mu);
@@ -87,7 +93,7 @@ class LoadJobs {
   StateStore* const store_;
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_
+  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerClient>> clients_
       ABSL_GUARDED_BY(mu_);

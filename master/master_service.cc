@@ -417,7 +417,9 @@ class MasterService final : public v1::Master::Service {
                        v1::LoadStatus* resp) override {
     if (grpc::Status denied = Enter(kGetLoad, *ctx); !denied.ok())
       return denied;
-    absl::StatusOr<v1::LoadStatus> s = loads_->Get(req->job_id());
+    absl::StatusOr<v1::LoadStatus> s =
+        loads_->Get(req->job_id(),
+                    absl::Milliseconds(std::max<int64_t>(0, req->wait_ms())));
     if (!s.ok()) return ToGrpcStatus(s.status());
     *resp = *std::move(s);
     return grpc::Status::OK;

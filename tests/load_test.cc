@@ -3,6 +3,7 @@
 // `larder load` against real master and worker processes when a worker runs
 // short of file descriptors, restarts, or stays away: the load rides out
 // what it can (retries with backoff), reports the rest, and a rerun resumes.
+#include <grpcpp/client_context.h>
 #include <signal.h>
 
 #include <string>
@@ -12,6 +13,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/master.grpc.pb.h"
+#include "tests/testing/pki.h"
 #include "tests/testing/process.h"
 #include "tests/testing/worker_process.h"
 
@@ -163,6 +166,44 @@ TEST_F(LoadTest, ALoadRidesOutAWorkerRestart) {
   // Progress outside a terminal: lines, never carriage returns.
   EXPECT_EQ(err->find('\r'), std::string::npos) << *err;
   EXPECT_THAT(*err, HasSubstr("load /ds: "));
+}
+
+// GetLoad with wait_ms answers when the job ends (the CLI's poll: `larder
+// load` returns as the job finishes, not at its next poll), at once for a
+// job already ended, and NotFound for an unknown id.
+TEST_F(LoadTest, GetLoadWaitsForTheJobToEnd) {
+  StartWorker({});
+  Mount();
+  CliRun r = Larder(absl::StrCat("load /ds --wait=false", at_), dir_);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string job = Parse(r)["job_id"];
+  auto stub = v1::Master::NewStub(
+      testing::SuiteChannels(Role::kAdmin)->Channel(master_->address()));
+  auto get = [&](const std::string& id, int64_t wait_ms, v1::LoadStatus* s) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(60));
+    v1::GetLoadRequest req;
+    req.set_job_id(id);
+    req.set_wait_ms(wait_ms);
+    return stub->GetLoad(&ctx, req, s);
+  };
+  v1::LoadStatus s;
+  // Up to 10 s a call; 1,200 small files from a local directory take well
+  // under that, so the job is seen ending within a few calls.
+  for (int i = 0; i < 6 && s.state() != v1::LoadStatus::DONE; ++i) {
+    grpc::Status st = get(job, 10'000, &s);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_NE(s.state(), v1::LoadStatus::FAILED) << s.last_error();
+  }
+  EXPECT_EQ(s.state(), v1::LoadStatus::DONE);
+  EXPECT_EQ(s.files_done(), kFiles);
+  // Ended: a long wait answers at once.
+  const absl::Time t = absl::Now();
+  ASSERT_TRUE(get(job, 10'000, &s).ok());
+  EXPECT_EQ(s.state(), v1::LoadStatus::DONE);
+  EXPECT_LT(absl::Now() - t, absl::Seconds(5));
+  EXPECT_EQ(get("load-0-0", 1'000, &s).error_code(), grpc::NOT_FOUND);
 }
 
 // One of two workers stays away: the load retries its batches, then
