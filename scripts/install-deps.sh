@@ -14,7 +14,7 @@ APT_PACKAGES=(
   libfuse3-dev fuse3 liburing-dev libxxhash-dev libgtest-dev libgmock-dev
   libcivetweb-dev nlohmann-json3-dev python3 python3-botocore python3-torch s3fs awscli clang-format clang
   openssl util-linux iproute2 jq etcd-server etcd-client
-  pybind11-dev python3-pybind11 python3-dev python3-numpy python3-fsspec python3-pytest
+  pybind11-dev python3-pybind11 python3-dev python3-venv python3-numpy python3-fsspec python3-pytest
 )
 
 SUDO=""
