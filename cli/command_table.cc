@@ -20,11 +20,13 @@ std::vector<absl::string_view> FlagList(
 
 absl::Span<const Command* const> AllCommands() {
   static const Command* const kCommands[] = {
-      &kMasterCommand,  &kWorkerCommand,    &kFuseCommand,       &kMountCommand,
-      &kUnmountCommand, &kLsCommand,        &kStatCommand,       &kCatCommand,
-      &kCpCommand,      &kLoadCommand,      &kInvalidateCommand, &kEvictCommand,
-      &kStatsCommand,   &kRingCommand,      &kAdviseCommand,     &kStoreCommand,
-      &kVersionCommand, &kCompletionCommand};
+      &kMasterCommand,    &kWorkerCommand, &kFuseCommand,
+      &kCsiCommand,       &kMountCommand,  &kUnmountCommand,
+      &kLsCommand,        &kStatCommand,   &kCatCommand,
+      &kCpCommand,        &kLoadCommand,   &kInvalidateCommand,
+      &kEvictCommand,     &kStatsCommand,  &kRingCommand,
+      &kAdviseCommand,    &kStoreCommand,  &kVersionCommand,
+      &kCompletionCommand};
   return kCommands;
 }
 

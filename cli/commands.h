@@ -73,6 +73,8 @@ extern const Command kStoreCommand;
 extern const Command kWorkerCommand;
 // `larder fuse MOUNTPOINT`: the FUSE adaptor.
 extern const Command kFuseCommand;
+// `larder csi`: the CSI node plugin (csi_command.cc).
+extern const Command kCsiCommand;
 // Cluster commands (cluster_commands.cc).
 extern const Command kMasterCommand, kMountCommand, kUnmountCommand, kLsCommand,
     kStatCommand, kCatCommand, kCpCommand, kLoadCommand, kInvalidateCommand,

@@ -183,9 +183,10 @@ TEST(CliTest, VersionAndCompletion) {
 }
 
 TEST(CliTest, EveryCommandHasHelp) {
-  for (const char* cmd : {"master", "worker", "fuse", "mount", "unmount", "ls",
-                          "stat", "cat", "cp", "load", "invalidate", "evict",
-                          "stats", "ring", "store", "version", "completion"}) {
+  for (const char* cmd :
+       {"master", "worker", "fuse", "csi", "mount", "unmount", "ls", "stat",
+        "cat", "cp", "load", "invalidate", "evict", "stats", "ring", "store",
+        "version", "completion"}) {
     CliResult r = RunLarder(absl::StrCat(cmd, " --help"));
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_THAT(r.output, HasSubstr("larder")) << cmd;

@@ -78,7 +78,7 @@ def test_every_larder_command_line_is_one_the_binary_takes(name):
                            timeout=30)
         assert r.returncode == 0, f"{doc['kind']}/{c['name']}: {args}: {r.stderr}"
         seen.add(args[0])
-    expected = {"master", "worker", "fuse"} | ({"mount"} if name == "all-on" else set())
+    expected = {"master", "worker", "fuse", "csi"} | ({"mount"} if name == "all-on" else set())
     assert seen == expected
 
 
@@ -240,8 +240,16 @@ def test_every_pod_and_container_has_a_security_context(name):
                 added = csc["capabilities"].get("add", [])
                 gids = name == "all-on"  # shortCircuitAllowedGids set: the socket's group.
                 assert added == (["CHOWN"] if gids else []), where
-            else:
+            elif c["name"] == "node-driver-registrar":
+                # Root (it writes the kubelet's registration directory), nothing else.
                 assert comp == "fuse", where
+                assert csc["privileged"] is False and csc["runAsUser"] == 0, where
+                assert csc["allowPrivilegeEscalation"] is False, where
+                assert csc["readOnlyRootFilesystem"] is True, where
+                assert csc["capabilities"] == {"drop": ["ALL"]}, where
+            else:
+                # The FUSE daemon and the CSI plugin (mounting, Bidirectional propagation).
+                assert comp == "fuse" and c["name"] in ("fuse", "csi"), where
                 assert psc["runAsUser"] == 0 and psc["runAsNonRoot"] is False, where
                 assert csc["privileged"] is True and csc["readOnlyRootFilesystem"] is True
     expected = {"master", "worker", "fuse", "certs"} | ({"etcd"} if name != "default" else set())
@@ -259,7 +267,14 @@ def test_with_a_read_only_root_the_daemons_write_only_to_volumes(persistence):
                    "--set-json",
                    'worker.nvme=[{"hostPath": "/mnt/nvme0/larder", "capacity": "1TiB"}]'])
     for d, c in containers(docs):
-        if c.get("command") != ["larder"] or c["args"][0] not in ("master", "worker", "fuse"):
+        if c.get("command") != ["larder"]:
+            continue
+        if c["args"][0] == "csi":  # It writes its socket, and mounts in the pods directory.
+            sock = [a.split("unix://", 1)[1] for a in c["args"]
+                    if a.startswith("--csi_endpoint=")][0]
+            assert os.path.dirname(sock) in [m["mountPath"] for m in c["volumeMounts"]]
+            continue
+        if c["args"][0] not in ("master", "worker", "fuse"):
             continue
         mounts = [m["mountPath"] for m in c["volumeMounts"]]
         written = [a.split("=", 1)[1] for a in c["args"]
@@ -271,7 +286,7 @@ def test_with_a_read_only_root_the_daemons_write_only_to_volumes(persistence):
         for path in written:
             assert any(path == m or path.startswith(m + "/") for m in mounts), (path, mounts)
         assert "/tmp" in mounts
-    assert len([d for d, c in containers(docs) if c.get("command") == ["larder"]]) == 3
+    assert len([d for d, c in containers(docs) if c.get("command") == ["larder"]]) == 4
 
 
 def test_tls_is_on_by_default_and_each_pod_gets_only_the_files_it_uses():
@@ -1024,3 +1039,105 @@ def test_the_dockerfile_builds_with_the_scripts_ci_runs():
     r = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\\n", *packages],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_csi_driver_the_plugin_and_the_registrar_agree_on_names_and_paths():
+    """The CSIDriver object, `larder csi` in the FUSE pods and the node-driver-registrar: one
+    driver name, the plugin's socket where the registrar looks and where it tells the kubelet
+    (under the kubelet's directory), the pods directory mounted Bidirectional at the same
+    path as on the host (the kubelet names target paths there), the FUSE mount seen from the
+    host; no attach, both volume lifecycle modes. csi.enabled=false leaves all of it out."""
+    for values, kubelet in (([], "/var/lib/kubelet"),
+                            (["--set", "csi.kubeletDir=/data/kubelet",
+                              "--set", "csi.driverName=larder.example.com"], "/data/kubelet")):
+        docs = render(values)
+        drivers = [d for d in docs if d["kind"] == "CSIDriver"]
+        assert len(drivers) == 1
+        driver = drivers[0]
+        name = driver["metadata"]["name"]
+        assert driver["spec"]["attachRequired"] is False
+        assert driver["spec"]["volumeLifecycleModes"] == ["Persistent", "Ephemeral"]
+        fuse = pod_spec(by_name(docs)[("DaemonSet", "t-larder-fuse")])
+        cs = {c["name"]: c for c in fuse["containers"]}
+        assert set(cs) == {"fuse", "csi", "node-driver-registrar"}
+        csi, reg = cs["csi"], cs["node-driver-registrar"]
+        assert f"--csi_driver_name={name}" in csi["args"]
+        assert "--csi_endpoint=unix:///csi/csi.sock" in csi["args"]
+        assert "--fuse_mountpoint=/mnt/larder" in csi["args"]
+        assert "--csi_node_id=$(NODE_NAME)" in csi["args"]
+        mounts = {m["name"]: m for m in csi["volumeMounts"]}
+        assert mounts["kubelet-pods"]["mountPath"] == f"{kubelet}/pods"
+        assert mounts["kubelet-pods"]["mountPropagation"] == "Bidirectional"
+        assert mounts["mountpoint"]["mountPath"] == "/mnt/larder"
+        assert mounts["mountpoint"]["mountPropagation"] == "HostToContainer"
+        assert mounts["csi-plugin"]["mountPath"] == "/csi"
+        assert "--csi-address=/csi/csi.sock" in reg["args"]
+        assert f"--kubelet-registration-path={kubelet}/plugins/{name}/csi.sock" in reg["args"]
+        assert {m["name"]: m["mountPath"] for m in reg["volumeMounts"]} == {
+            "csi-plugin": "/csi", "csi-registration": "/registration"}
+        vols = {v["name"]: v["hostPath"]["path"] for v in fuse["volumes"] if "hostPath" in v}
+        assert vols["csi-plugin"] == f"{kubelet}/plugins/{name}"
+        assert vols["csi-registration"] == f"{kubelet}/plugins_registry"
+        assert vols["kubelet-pods"] == f"{kubelet}/pods"
+    off = render(["--set", "csi.enabled=false"])
+    assert not [d for d in off if d["kind"] == "CSIDriver"]
+    fuse = pod_spec(by_name(off)[("DaemonSet", "t-larder-fuse")])
+    assert [c["name"] for c in fuse["containers"]] == ["fuse"]
+    assert not [v for v in fuse["volumes"] if v["name"].startswith(("csi-", "kubelet-"))]
+
+
+def test_the_csi_examples_are_valid_manifests_of_this_driver():
+    """docs/kubernetes.md's example (a static PersistentVolume, its claim, a pod using it, and
+    a pod with an inline volume), as charts/larder/examples/csi-volumes.yaml."""
+    path = os.path.join(CHART, "examples", "csi-volumes.yaml")
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    r = validate(docs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("PersistentVolume") == 1 and kinds.count("PersistentVolumeClaim") == 1
+    pv = [d for d in docs if d["kind"] == "PersistentVolume"][0]
+    assert pv["spec"]["csi"]["driver"] == "csi.larder.io"
+    assert pv["spec"]["csi"]["volumeAttributes"]["path"].startswith("/")
+    inline = [v for d in docs if d["kind"] == "Pod" for v in d["spec"]["volumes"] if "csi" in v]
+    assert inline and inline[0]["csi"]["driver"] == "csi.larder.io"
+    doc = open(os.path.join(ROOT, "docs", "kubernetes.md")).read()
+    assert "examples/csi-volumes.yaml" in doc
+
+
+def exported_metric_names():
+    """Every larder_* series name the C++ sources register."""
+    import re
+    names = set()
+    for d in ("worker", "fuse", "master", "common", "client", "understore"):
+        for f in os.listdir(os.path.join(ROOT, d)):
+            if f.endswith(".cc") and not f.endswith("_test.cc"):
+                names |= set(re.findall(r'"(larder_[a-z_]+)"', open(os.path.join(ROOT, d, f)).read()))
+    return names
+
+
+def test_the_dashboard_is_a_configmap_grafana_loads_and_asks_only_for_exported_series():
+    import re
+    docs = render([])
+    cm = by_name(docs)[("ConfigMap", "t-larder-dashboard")]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dash = json.loads(cm["data"]["larder.json"])
+    assert dash["uid"] == "larder-overview"
+    titles = " ".join(p["title"] for p in dash["panels"])
+    for want in ("Hit ratio", "by tier", "by path", "latency", "Cache used", "FUSE operations",
+                 "Master RPCs", "Leader"):
+        assert want in titles, want
+    exported = exported_metric_names()
+    used = set()
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            for m in re.findall(r"\b(larder_[a-z_]+)", t["expr"]):
+                used.add(re.sub(r"_(bucket|sum|count)$", "", m))
+    assert used, "no series in the dashboard"
+    assert used <= exported, f"series nothing exports: {sorted(used - exported)}"
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    annotated = render(["--set", "metrics.dashboard.annotations.grafana_folder=Larder"])
+    cm = by_name(annotated)[("ConfigMap", "t-larder-dashboard")]
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Larder"}
+    off = render(["--set", "metrics.dashboard.enabled=false"])
+    assert ("ConfigMap", "t-larder-dashboard") not in by_name(off)

@@ -1,0 +1,362 @@
+// Copyright 2026 The Larder Authors.
+#include "csi/node_server.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace larder {
+namespace {
+
+constexpr size_t kMaxPath = 4096;
+
+std::string Errno(int err) { return std::string(strerror(err)); }
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string Unescape(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' &&
+        s[i + 1] <= '3' && s[i + 2] >= '0' && s[i + 2] <= '7' &&
+        s[i + 3] >= '0' && s[i + 3] <= '7') {
+      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 +
+                                      (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+bool IsFuse(const MountInfo& m) {
+  return m.fstype == "fuse" || absl::StartsWith(m.fstype, "fuse.");
+}
+
+// The topmost mount at `path` (mounts stack), if any.
+const MountInfo* TopMountAt(const std::vector<MountInfo>& mounts,
+                            const std::string& path) {
+  const MountInfo* top = nullptr;
+  for (const MountInfo& m : mounts) {
+    if (m.mount_point == path) top = &m;
+  }
+  return top;
+}
+
+// The gRPC answer to a publish or unpublish; a failure is logged with the
+// request's volume and target.
+template <typename Request>
+grpc::Status Answer(absl::string_view event, const Request& req,
+                    const absl::Status& st) {
+  if (!st.ok()) {
+    LARDER_LOG(WARNING, event)
+        .Field("volume", req.volume_id())
+        .Field("target", req.target_path())
+        .Field("status", st);
+  }
+  return ToGrpcStatus(st);
+}
+
+grpc::Status Unimplemented(absl::string_view rpc) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      absl::StrCat(rpc,
+                                   " is not offered by larder csi (it "
+                                   "advertises no such capability)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<MountInfo>> ReadMountInfo(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read the mount table ", path, ": ", Errno(errno)));
+  }
+  std::vector<MountInfo> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    // ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE
+    // SUPER_OPTIONS
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    size_t dash = 6;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 6 || dash + 2 >= f.size()) {
+      return absl::DataLossError(
+          absl::StrCat("a line of ", path, " does not parse: ", line));
+    }
+    out.push_back({std::string(f[2]), Unescape(f[3]), Unescape(f[4]),
+                   std::string(f[dash + 1]), Unescape(f[dash + 2])});
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> CleanAbsolutePath(absl::string_view path,
+                                              absl::string_view what) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be an absolute path, not '", path, "'"));
+  }
+  if (path.size() > kMaxPath || path.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is longer than ", kMaxPath, " bytes or holds NUL"));
+  }
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(path, '/', absl::SkipEmpty());
+  for (absl::string_view p : parts) {
+    if (p == "." || p == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " '", path, "' has a '", p, "' component: name it plainly"));
+    }
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+absl::StatusOr<MountInfo> CsiNodeServer::FuseMount() const {
+  absl::StatusOr<std::vector<MountInfo>> mounts =
+      ReadMountInfo(options_.mountinfo);
+  if (!mounts.ok())
+    return absl::FailedPreconditionError(mounts.status().message());
+  const MountInfo* top = TopMountAt(*mounts, options_.fuse_mountpoint);
+  if (top == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no FUSE mount at ", options_.fuse_mountpoint,
+                     ": is `larder fuse ", options_.fuse_mountpoint,
+                     "` running on this node (the chart's fuse container)?"));
+  }
+  if (!IsFuse(*top)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(options_.fuse_mountpoint, " holds a ", top->fstype,
+                     " mount, not larder fuse's"));
+  }
+  return *top;
+}
+
+absl::Status CsiNodeServer::FuseUp() const {
+  LARDER_RETURN_IF_ERROR(FuseMount().status());
+  // statfs always reaches the daemon (a stat may be answered from the
+  // kernel's attribute cache after the daemon died).
+  struct statvfs vfs;
+  if (::statvfs(options_.fuse_mountpoint.c_str(), &vfs) != 0) {
+    const int err = errno;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the FUSE mount at ", options_.fuse_mountpoint, " does not answer (",
+        Errno(err), "): its `larder fuse` daemon is down"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CsiNodeServer::Publish(
+    const csi::v1::NodePublishVolumeRequest& req) {
+  if (req.volume_id().empty())
+    return absl::InvalidArgumentError("volume_id is required");
+  LARDER_ASSIGN_OR_RETURN(std::string target,
+                          CleanAbsolutePath(req.target_path(), "target_path"));
+  if (!req.has_volume_capability())
+    return absl::InvalidArgumentError("volume_capability is required");
+  const csi::v1::VolumeCapability& cap = req.volume_capability();
+  if (cap.has_block()) {
+    return absl::InvalidArgumentError(
+        "a block volume was asked for: a Larder volume is a directory "
+        "(volumeMode: Filesystem)");
+  }
+  if (!cap.has_mount()) {
+    return absl::InvalidArgumentError(
+        "volume_capability has no access type (mount)");
+  }
+  auto it = req.volume_context().find("path");
+  if (it == req.volume_context().end() || it->second.empty()) {
+    return absl::InvalidArgumentError(
+        "the volume has no 'path' attribute: give the cluster path in "
+        "volumeAttributes, e.g. {path: /datasets/imagenet}");
+  }
+  LARDER_ASSIGN_OR_RETURN(
+      std::string path, CleanAbsolutePath(it->second, "the 'path' attribute"));
+
+  absl::MutexLock lock(&mu_);
+  LARDER_RETURN_IF_ERROR(FuseUp());
+  LARDER_ASSIGN_OR_RETURN(MountInfo fuse, FuseMount());
+  const std::string source =
+      path == "/" ? options_.fuse_mountpoint : options_.fuse_mountpoint + path;
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return absl::NotFoundError(
+          absl::StrCat("no ", path,
+                       " in the cluster namespace (is it mounted "
+                       "with `larder mount`?)"));
+    }
+    if (err == ENOTCONN || err == ECONNABORTED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the FUSE mount at ", options_.fuse_mountpoint, " does not answer (",
+          Errno(err), "): its `larder fuse` daemon is down"));
+    }
+    if (err == EACCES || err == EPERM) {
+      return absl::PermissionDeniedError(absl::StrCat(path, ": ", Errno(err)));
+    }
+    return absl::InternalError(absl::StrCat("stat ", source, ": ", Errno(err)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is a file: a volume is a directory of the cluster namespace"));
+  }
+
+  LARDER_ASSIGN_OR_RETURN(std::vector<MountInfo> mounts,
+                          ReadMountInfo(options_.mountinfo));
+  if (const MountInfo* there = TopMountAt(mounts, target)) {
+    if (!IsFuse(*there) || there->root != path) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("target ", target, " already holds a mount (",
+                       there->fstype, " of ", there->root, "), not ", path));
+    }
+    if (there->device == fuse.device) {
+      return absl::OkStatus();  // Published already: idempotent.
+    }
+    // The same path from a FUSE connection that is gone (the daemon was
+    // restarted since): dead (ENOTCONN), so it is replaced.
+    if (::umount2(target.c_str(), MNT_DETACH) != 0) {
+      return absl::InternalError(absl::StrCat("unmounting the stale mount at ",
+                                              target, ": ", Errno(errno)));
+    }
+    LARDER_LOG(INFO, "csi.replaced_stale")
+        .Field("target", target)
+        .Field("path", path);
+  }
+  if (::mkdir(target.c_str(), 0750) != 0 && errno != EEXIST) {
+    return absl::InternalError(
+        absl::StrCat("mkdir ", target, ": ", Errno(errno)));
+  }
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("bind mount ", source, " on ",
+                                            target, ": ", Errno(errno)));
+  }
+  if (::mount(nullptr, target.c_str(), nullptr,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) != 0) {
+    const int err = errno;
+    ::umount2(target.c_str(), MNT_DETACH);
+    return absl::InternalError(
+        absl::StrCat("remounting ", target, " read-only: ", Errno(err)));
+  }
+  LARDER_LOG(INFO, "csi.published")
+      .Field("volume", req.volume_id())
+      .Field("path", path)
+      .Field("target", target);
+  return absl::OkStatus();
+}
+
+absl::Status CsiNodeServer::Unpublish(
+    const csi::v1::NodeUnpublishVolumeRequest& req) {
+  if (req.volume_id().empty())
+    return absl::InvalidArgumentError("volume_id is required");
+  LARDER_ASSIGN_OR_RETURN(std::string target,
+                          CleanAbsolutePath(req.target_path(), "target_path"));
+  absl::MutexLock lock(&mu_);
+  // Every mount stacked there (a publish repeated after a crash may have
+  // left two), then the directory.
+  for (int i = 0; i < 16; ++i) {
+    LARDER_ASSIGN_OR_RETURN(std::vector<MountInfo> mounts,
+                            ReadMountInfo(options_.mountinfo));
+    if (TopMountAt(mounts, target) == nullptr) break;
+    if (::umount2(target.c_str(), 0) != 0) {
+      const int err = errno;
+      // In use (a process of the pod still inside): detach it, as kubelet
+      // means the pod is gone.
+      if (err != EBUSY || ::umount2(target.c_str(), MNT_DETACH) != 0) {
+        return absl::InternalError(
+            absl::StrCat("unmount ", target, ": ", Errno(err)));
+      }
+    }
+  }
+  if (::rmdir(target.c_str()) != 0 && errno != ENOENT) {
+    const int err = errno;
+    if (err != ENOTDIR || ::unlink(target.c_str()) != 0) {
+      return absl::InternalError(
+          absl::StrCat("removing ", target, ": ", Errno(err)));
+    }
+  }
+  LARDER_LOG(INFO, "csi.unpublished")
+      .Field("volume", req.volume_id())
+      .Field("target", target);
+  return absl::OkStatus();
+}
+
+grpc::Status CsiNodeServer::GetPluginInfo(
+    grpc::ServerContext*, const csi::v1::GetPluginInfoRequest*,
+    csi::v1::GetPluginInfoResponse* resp) {
+  resp->set_name(options_.driver_name);
+  resp->set_vendor_version(options_.version);
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiNodeServer::GetPluginCapabilities(
+    grpc::ServerContext*, const csi::v1::GetPluginCapabilitiesRequest*,
+    csi::v1::GetPluginCapabilitiesResponse*) {
+  return grpc::Status::OK;  // No controller service.
+}
+
+grpc::Status CsiNodeServer::Probe(grpc::ServerContext*,
+                                  const csi::v1::ProbeRequest*,
+                                  csi::v1::ProbeResponse* resp) {
+  resp->mutable_ready()->set_value(FuseUp().ok());
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiNodeServer::NodeStageVolume(
+    grpc::ServerContext*, const csi::v1::NodeStageVolumeRequest*,
+    csi::v1::NodeStageVolumeResponse*) {
+  return Unimplemented("NodeStageVolume");
+}
+
+grpc::Status CsiNodeServer::NodeUnstageVolume(
+    grpc::ServerContext*, const csi::v1::NodeUnstageVolumeRequest*,
+    csi::v1::NodeUnstageVolumeResponse*) {
+  return Unimplemented("NodeUnstageVolume");
+}
+
+grpc::Status CsiNodeServer::NodePublishVolume(
+    grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* req,
+    csi::v1::NodePublishVolumeResponse*) {
+  return Answer("csi.publish_failed", *req, Publish(*req));
+}
+
+grpc::Status CsiNodeServer::NodeUnpublishVolume(
+    grpc::ServerContext*, const csi::v1::NodeUnpublishVolumeRequest* req,
+    csi::v1::NodeUnpublishVolumeResponse*) {
+  return Answer("csi.unpublish_failed", *req, Unpublish(*req));
+}
+
+grpc::Status CsiNodeServer::NodeGetVolumeStats(
+    grpc::ServerContext*, const csi::v1::NodeGetVolumeStatsRequest*,
+    csi::v1::NodeGetVolumeStatsResponse*) {
+  return Unimplemented("NodeGetVolumeStats");
+}
+
+grpc::Status CsiNodeServer::NodeGetCapabilities(
+    grpc::ServerContext*, const csi::v1::NodeGetCapabilitiesRequest*,
+    csi::v1::NodeGetCapabilitiesResponse*) {
+  return grpc::Status::OK;  // Publish and unpublish only: no staging.
+}
+
+grpc::Status CsiNodeServer::NodeGetInfo(grpc::ServerContext*,
+                                        const csi::v1::NodeGetInfoRequest*,
+                                        csi::v1::NodeGetInfoResponse* resp) {
+  resp->set_node_id(options_.node_id);
+  return grpc::Status::OK;
+}
+
+}  // namespace larder
