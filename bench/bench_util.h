@@ -82,6 +82,27 @@ inline Usage UsageNow(pid_t other = 0) {
 }
 
 // Empties the kernel's page, dentry and inode caches (root only).
+// /proc/meminfo's Cached and Shmem, MiB. Cached counts shmem pages (memfds:
+// the worker's RAM tier) too; Cached - Shmem is the page cache of files.
+struct MemInfo {
+  double cached_mib = 0;
+  double shmem_mib = 0;
+  double file_cache_mib() const { return cached_mib - shmem_mib; }
+};
+inline MemInfo ReadMemInfo() {
+  MemInfo m;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "Cached:") m.cached_mib = kib / 1024;
+    if (key == "Shmem:") m.shmem_mib = kib / 1024;
+  }
+  return m;
+}
+
 inline void DropCaches() {
   if (!testing::DropKernelCaches().ok())
     std::fprintf(stderr, "cannot drop caches (not root?)\n");

@@ -110,6 +110,8 @@ class Bench:
         self.file_bytes = args.file_kib << 10
         self.notes = []
         self.larder_pids = []
+        # Tests build a Bench from a Namespace of their own (no --store_cpus).
+        self.store_cpus = getattr(args, "store_cpus", "")
 
     def log(self, name):
         return os.path.join(self.workdir, "logs", name)
@@ -119,13 +121,13 @@ class Bench:
         addrs, self.s3rver_pids = benchlib.start_s3rvers(
             self.procs.spawn, os.path.join(self.workdir, "s3rver-data"),
             self.args.s3rvers, BUCKET, log=lambda i: self.log(f"s3rver{i}.log"),
-            preexec_fn=benchlib.on_cpus(self.args.store_cpus))
+            preexec_fn=benchlib.on_cpus(self.store_cpus))
         self.upstream = addrs[0]
         self.proxy = ShapingProxy(",".join(addrs), first_byte_ms=self.args.first_byte_ms,
                                   rate_mbps=self.args.rate_mbps,
                                   stats_file=os.path.join(self.workdir, "front.json"),
                                   python=PYTHON, stderr=open(self.log("front.log"), "ab"),
-                                  preexec_fn=benchlib.on_cpus(self.args.store_cpus))
+                                  preexec_fn=benchlib.on_cpus(self.store_cpus))
         self.proxy.start()
         self.procs.defer(self.proxy.stop)
 

@@ -27,7 +27,10 @@
 // per-round ratios to the page cache, and CPU per file of the master, the
 // FUSE daemon and the worker during the Larder passes (from /proc, summed
 // over every round) and of the readers themselves (this process), with the
-// master's Stat and List RPCs and the FUSE requests per pass (from /metrics).
+// master's Stat and List RPCs and the FUSE requests per pass (from /metrics),
+// and what each pass adds to memory (/proc/meminfo: the page cache of files,
+// Cached - Shmem, and Shmem): with passthrough a Larder pass reads the worker's
+// memfds and adds no page cache; the local disk's adds the data set.
 // Needs root (FUSE, drop_caches).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -186,8 +189,10 @@ int Run() {
   std::vector<double> larder_fps, disk_fps, cache_fps, ratio, disk_ratio;
   double master_cpu = 0, fuse_cpu = 0, worker_cpu = 0, reader_cpu = 0;
   double stats = 0, lists = 0;
+  std::vector<double> larder_cache, larder_shmem, disk_cache;
   for (int round = 0; round < rounds; ++round) {
     DropCaches();
+    const bench::MemInfo mem0 = bench::ReadMemInfo();
     const double r0 = bench::UsageNow().cpu_s;
     const double m0 = ProcessCpuSeconds((*master)->pid()),
                  f0 = ProcessCpuSeconds((*fuse)->pid()),
@@ -195,6 +200,9 @@ int Run() {
     const double s0 = rpcs("Stat"), l0 = rpcs("List");
     const std::vector<double> ops0 = fuse_ops();
     larder_fps.push_back(read_pass(shuffled(via_larder)));
+    const bench::MemInfo mem1 = bench::ReadMemInfo();
+    larder_cache.push_back(mem1.file_cache_mib() - mem0.file_cache_mib());
+    larder_shmem.push_back(mem1.shmem_mib - mem0.shmem_mib);
     reader_cpu += bench::UsageNow().cpu_s - r0;
     master_cpu += ProcessCpuSeconds((*master)->pid()) - m0;
     fuse_cpu += ProcessCpuSeconds((*fuse)->pid()) - f0;
@@ -204,7 +212,10 @@ int Run() {
     stats += rpcs("Stat") - s0;
     lists += rpcs("List") - l0;
     DropCaches();
+    const bench::MemInfo mem2 = bench::ReadMemInfo();
     disk_fps.push_back(read_pass(shuffled(via_disk)));
+    disk_cache.push_back(bench::ReadMemInfo().file_cache_mib() -
+                         mem2.file_cache_mib());
     cache_fps.push_back(read_pass(shuffled(via_disk)));
     ratio.push_back(larder_fps.back() / cache_fps.back());
     disk_ratio.push_back(larder_fps.back() / disk_fps.back());
@@ -238,6 +249,12 @@ int Run() {
       "readers (this process and its children: their system calls and the "
       "kernel's FUSE side) %.1f us CPU per file\n",
       1e6 * reader_cpu / total);
+  std::printf(
+      "memory a pass adds (medians, /proc/meminfo): Larder: page cache of "
+      "files %+.0f MiB, Shmem %+.0f MiB; local disk: page cache %+.0f MiB; the "
+      "data set is %.0f MiB\n",
+      Median(larder_cache), Median(larder_shmem), Median(disk_cache),
+      static_cast<double>(files) * size / (1 << 20));
   std::printf("FUSE requests per file:");
   for (size_t i = 0; i < ops.size(); ++i) {
     if (op_counts[i] > 0)
