@@ -6,12 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "cli/commands.h"
 #include "cli/version_info.h"
 #include "common/flags.h"
@@ -29,6 +32,15 @@ ABSL_FLAG(std::string, csi_node_id, "",
           "gives the Kubernetes node name)");
 ABSL_FLAG(std::string, fuse_mountpoint, "/mnt/larder",
           "where this node's `larder fuse` serves the cluster namespace");
+ABSL_FLAG(std::vector<std::string>, csi_allowed_paths, {"/"},
+          "cluster paths (prefixes, comma-separated) it may publish; a volume "
+          "of another path fails with PermissionDenied");
+ABSL_FLAG(bool, csi_ephemeral, false,
+          "publish inline (ephemeral) CSI volumes too: any pod's author names "
+          "their path, so they are off unless asked for");
+ABSL_FLAG(absl::Duration, csi_fuse_timeout, absl::Seconds(10),
+          "the longest a call into the FUSE mount may take before a publish "
+          "fails (a hung daemon)");
 
 namespace larder::cli {
 namespace {
@@ -60,9 +72,24 @@ absl::Status RunCsi(const std::vector<std::string>& args) {
   o.node_id = absl::GetFlag(FLAGS_csi_node_id);
   if (o.node_id.empty()) {
     char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
+    if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+      return absl::InvalidArgumentError(
+          "--csi_node_id is empty and the host name cannot be read");
+    }
     o.node_id = host;
   }
+  o.allow_ephemeral = absl::GetFlag(FLAGS_csi_ephemeral);
+  o.fuse_timeout = absl::GetFlag(FLAGS_csi_fuse_timeout);
+  if (o.fuse_timeout <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("--csi_fuse_timeout must be positive");
+  o.allowed_paths.clear();
+  for (const std::string& p : absl::GetFlag(FLAGS_csi_allowed_paths)) {
+    LARDER_ASSIGN_OR_RETURN(std::string clean,
+                            CleanAbsolutePath(p, "--csi_allowed_paths"));
+    o.allowed_paths.push_back(std::move(clean));
+  }
+  if (o.allowed_paths.empty())
+    return absl::InvalidArgumentError("--csi_allowed_paths is empty");
   LARDER_ASSIGN_OR_RETURN(
       o.fuse_mountpoint, CleanAbsolutePath(absl::GetFlag(FLAGS_fuse_mountpoint),
                                            "--fuse_mountpoint"));
@@ -101,7 +128,10 @@ absl::Status RunCsi(const std::vector<std::string>& args) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
-  grpc_server->Shutdown();
+  // Calls in flight get a moment (one stuck in a hung FUSE mount is
+  // bounded by --csi_fuse_timeout).
+  grpc_server->Shutdown(std::chrono::system_clock::now() +
+                        std::chrono::seconds(5));
   ::unlink(socket_path.c_str());
   return absl::OkStatus();
 }
@@ -113,6 +143,7 @@ const Command kCsiCommand = {
     &RunCsi,
     FlagList({kLogFlags,
               {"log_file", "csi_endpoint", "csi_driver_name", "csi_node_id",
-               "fuse_mountpoint"}})};
+               "fuse_mountpoint", "csi_allowed_paths", "csi_ephemeral",
+               "csi_fuse_timeout"}})};
 
 }  // namespace larder::cli

@@ -2,6 +2,8 @@
 #include "csi/node_server.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -9,11 +11,16 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -71,6 +78,82 @@ grpc::Status Answer(absl::string_view event, const Request& req,
   return ToGrpcStatus(st);
 }
 
+// Runs `fn` (returning 0 or an errno) on a thread of its own and waits at
+// most `timeout`: a call into a hung FUSE daemon must not hang the plugin.
+// ETIMEDOUT when it did not return in time (the thread is left to finish).
+int BoundedCall(std::function<int()> fn, absl::Duration timeout) {
+  struct Call {
+    absl::Notification done;
+    int result = 0;
+  };
+  auto call = std::make_shared<Call>();
+  std::thread([call, fn = std::move(fn)] {
+    call->result = fn();
+    call->done.Notify();
+  }).detach();
+  if (!call->done.WaitForNotificationWithTimeout(timeout)) return ETIMEDOUT;
+  return call->result;
+}
+
+bool HasOption(absl::string_view options, absl::string_view option) {
+  for (absl::string_view o : absl::StrSplit(options, ',')) {
+    if (o == option) return true;
+  }
+  return false;
+}
+
+// Mounts `source` at `target` read-only, nosuid, nodev. The flags are set on
+// a detached copy before it is attached (open_tree, mount_setattr,
+// move_mount; Linux 5.12+), so that every copy the attachment propagates to
+// (the host's, the pod's: the kubelet's pods directory is shared) is made
+// read-only too: a bind followed by a read-only remount changes only the one
+// mount, and the propagated copies stay writable. Other flags of the source
+// (noexec, atime) are kept.
+absl::Status BindReadOnly(const std::string& source,
+                          const std::string& target) {
+  const int fd = static_cast<int>(::open_tree(
+      AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (fd >= 0) {
+    struct mount_attr attr {};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    absl::Status st;
+    if (::mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+      st = absl::InternalError(
+          absl::StrCat("making ", source, "'s copy read-only: ", Errno(errno)));
+    } else if (::move_mount(fd, "", AT_FDCWD, target.c_str(),
+                            MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      st = absl::InternalError(absl::StrCat("mounting ", source, " on ", target,
+                                            ": ", Errno(errno)));
+    }
+    ::close(fd);
+    return st;
+  }
+  if (errno != ENOSYS) {
+    return absl::InternalError(
+        absl::StrCat("cloning the mount of ", source, ": ", Errno(errno)));
+  }
+  // A kernel before 5.12: bind, then remount read-only. The copies that the
+  // bind propagated keep the source's flags.
+  LARDER_LOG(WARNING, "csi.no_mount_setattr")
+      .Field("target", target)
+      .Field("note",
+             "kernel before 5.12: the read-only flag stays on this mount; "
+             "propagated copies are as the FUSE mount is");
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("bind mount ", source, " on ",
+                                            target, ": ", Errno(errno)));
+  }
+  if (::mount(nullptr, target.c_str(), nullptr,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) != 0) {
+    const int err = errno;
+    ::umount2(target.c_str(), MNT_DETACH);
+    return absl::InternalError(
+        absl::StrCat("remounting ", target, " read-only: ", Errno(err)));
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status Unimplemented(absl::string_view rpc) {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                       absl::StrCat(rpc,
@@ -83,8 +166,11 @@ grpc::Status Unimplemented(absl::string_view rpc) {
 absl::StatusOr<std::vector<MountInfo>> ReadMountInfo(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read the mount table ", path, ": ", Errno(errno)));
+    const int err = errno;
+    return absl::Status(
+        err == ENOENT ? absl::StatusCode::kNotFound
+                      : absl::StatusCode::kPermissionDenied,
+        absl::StrCat("cannot read the mount table ", path, ": ", Errno(err)));
   }
   std::vector<MountInfo> out;
   std::string line;
@@ -99,7 +185,8 @@ absl::StatusOr<std::vector<MountInfo>> ReadMountInfo(const std::string& path) {
           absl::StrCat("a line of ", path, " does not parse: ", line));
     }
     out.push_back({std::string(f[2]), Unescape(f[3]), Unescape(f[4]),
-                   std::string(f[dash + 1]), Unescape(f[dash + 2])});
+                   std::string(f[5]), std::string(f[dash + 1]),
+                   Unescape(f[dash + 2])});
   }
   return out;
 }
@@ -149,14 +236,40 @@ absl::Status CsiNodeServer::FuseUp() const {
   LARDER_RETURN_IF_ERROR(FuseMount().status());
   // statfs always reaches the daemon (a stat may be answered from the
   // kernel's attribute cache after the daemon died).
-  struct statvfs vfs;
-  if (::statvfs(options_.fuse_mountpoint.c_str(), &vfs) != 0) {
-    const int err = errno;
+  const int err = BoundedCall(
+      [path = options_.fuse_mountpoint] {
+        struct statvfs vfs;
+        return ::statvfs(path.c_str(), &vfs) == 0 ? 0 : errno;
+      },
+      options_.fuse_timeout);
+  if (err != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the FUSE mount at ", options_.fuse_mountpoint, " does not answer (",
-        Errno(err), "): its `larder fuse` daemon is down"));
+        err == ETIMEDOUT
+            ? "no answer in " + absl::FormatDuration(options_.fuse_timeout)
+            : Errno(err),
+        "): its `larder fuse` daemon is down or hung"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CsiNodeServer::CanonicalTarget(
+    const std::string& target) const {
+  // The kubelet names the target under its pods directory; a symlink on
+  // the way would make the mount table (which holds resolved paths) miss it.
+  const size_t slash = target.rfind('/');
+  const std::string parent = slash == 0 ? "/" : target.substr(0, slash);
+  char resolved[PATH_MAX];
+  if (::realpath(parent.c_str(), resolved) == nullptr) {
+    const int err = errno;
+    return absl::Status(
+        err == ENOENT ? absl::StatusCode::kNotFound
+                      : absl::StatusCode::kInternal,
+        absl::StrCat("the target's directory ", parent, ": ", Errno(err)));
+  }
+  const std::string base = target.substr(slash + 1);
+  return std::string(resolved) == "/" ? "/" + base
+                                      : absl::StrCat(resolved, "/", base);
 }
 
 absl::Status CsiNodeServer::Publish(
@@ -185,73 +298,103 @@ absl::Status CsiNodeServer::Publish(
   }
   LARDER_ASSIGN_OR_RETURN(
       std::string path, CleanAbsolutePath(it->second, "the 'path' attribute"));
+  auto eph = req.volume_context().find("csi.storage.k8s.io/ephemeral");
+  if (eph != req.volume_context().end() && eph->second == "true" &&
+      !options_.allow_ephemeral) {
+    return absl::PermissionDeniedError(
+        "inline (ephemeral) volumes are off on this node: use a "
+        "PersistentVolume, or start larder csi with --csi_ephemeral "
+        "(csi.ephemeral in the chart)");
+  }
+  bool allowed = false;
+  for (const std::string& prefix : options_.allowed_paths) {
+    allowed |=
+        prefix == "/" || path == prefix || absl::StartsWith(path, prefix + "/");
+  }
+  if (!allowed) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path,
+                     " is outside the paths this node's CSI plugin may "
+                     "publish (--csi_allowed_paths: ",
+                     absl::StrJoin(options_.allowed_paths, ","), ")"));
+  }
 
-  absl::MutexLock lock(&mu_);
+  // The FUSE daemon first, each call bounded: a hung daemon fails this
+  // publish, not every later publish and unpublish.
   LARDER_RETURN_IF_ERROR(FuseUp());
-  LARDER_ASSIGN_OR_RETURN(MountInfo fuse, FuseMount());
   const std::string source =
       path == "/" ? options_.fuse_mountpoint : options_.fuse_mountpoint + path;
-  struct stat st;
-  if (::stat(source.c_str(), &st) != 0) {
-    const int err = errno;
+  // Shared: a call that times out still writes it later.
+  auto st = std::make_shared<struct stat>();
+  const int err = BoundedCall(
+      [source, st] {
+        return ::stat(source.c_str(), st.get()) == 0 ? 0 : errno;
+      },
+      options_.fuse_timeout);
+  if (err != 0) {
     if (err == ENOENT || err == ENOTDIR) {
       return absl::NotFoundError(
           absl::StrCat("no ", path,
                        " in the cluster namespace (is it mounted "
                        "with `larder mount`?)"));
     }
-    if (err == ENOTCONN || err == ECONNABORTED) {
+    if (err == ENOTCONN || err == ECONNABORTED || err == ETIMEDOUT) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the FUSE mount at ", options_.fuse_mountpoint, " does not answer (",
-          Errno(err), "): its `larder fuse` daemon is down"));
+          Errno(err), "): its `larder fuse` daemon is down or hung"));
     }
     if (err == EACCES || err == EPERM) {
       return absl::PermissionDeniedError(absl::StrCat(path, ": ", Errno(err)));
     }
     return absl::InternalError(absl::StrCat("stat ", source, ": ", Errno(err)));
   }
-  if (!S_ISDIR(st.st_mode)) {
+  if (!S_ISDIR(st->st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, " is a file: a volume is a directory of the cluster namespace"));
   }
+  LARDER_ASSIGN_OR_RETURN(target, CanonicalTarget(target));
 
+  absl::MutexLock lock(&mu_);
+  LARDER_ASSIGN_OR_RETURN(MountInfo fuse, FuseMount());
+  const std::string root =
+      fuse.root == "/" ? path : (path == "/" ? fuse.root : fuse.root + path);
   LARDER_ASSIGN_OR_RETURN(std::vector<MountInfo> mounts,
                           ReadMountInfo(options_.mountinfo));
   if (const MountInfo* there = TopMountAt(mounts, target)) {
-    if (!IsFuse(*there) || there->root != path) {
+    if (!IsFuse(*there) || there->root != root) {
       return absl::AlreadyExistsError(
           absl::StrCat("target ", target, " already holds a mount (",
                        there->fstype, " of ", there->root, "), not ", path));
     }
-    if (there->device == fuse.device) {
+    if (there->device == fuse.device && HasOption(there->options, "ro")) {
       return absl::OkStatus();  // Published already: idempotent.
     }
-    // The same path from a FUSE connection that is gone (the daemon was
-    // restarted since): dead (ENOTCONN), so it is replaced.
-    if (::umount2(target.c_str(), MNT_DETACH) != 0) {
-      return absl::InternalError(absl::StrCat("unmounting the stale mount at ",
+    // Ours, but dead (from a FUSE connection that is gone: the daemon
+    // restarted since) or half made (a plugin that stopped between the
+    // bind and the read-only flag, on the fallback path): made again. A
+    // live mount of another FUSE file system is left alone.
+    struct statvfs vfs;
+    const bool dead = ::statvfs(target.c_str(), &vfs) != 0 &&
+                      (errno == ENOTCONN || errno == ECONNABORTED);
+    if (!dead && there->device != fuse.device) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("target ", target,
+                       " holds a live mount of another FUSE file system"));
+    }
+    if (::umount2(target.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+      return absl::InternalError(absl::StrCat("unmounting the old mount at ",
                                               target, ": ", Errno(errno)));
     }
-    LARDER_LOG(INFO, "csi.replaced_stale")
+    LARDER_LOG(INFO, "csi.replaced")
         .Field("target", target)
-        .Field("path", path);
+        .Field("path", path)
+        .Field("reason", dead ? "stale" : "not read-only");
   }
   if (::mkdir(target.c_str(), 0750) != 0 && errno != EEXIST) {
     return absl::InternalError(
         absl::StrCat("mkdir ", target, ": ", Errno(errno)));
   }
-  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-    return absl::InternalError(absl::StrCat("bind mount ", source, " on ",
-                                            target, ": ", Errno(errno)));
-  }
-  if (::mount(nullptr, target.c_str(), nullptr,
-              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
-              nullptr) != 0) {
-    const int err = errno;
-    ::umount2(target.c_str(), MNT_DETACH);
-    return absl::InternalError(
-        absl::StrCat("remounting ", target, " read-only: ", Errno(err)));
-  }
+  LARDER_RETURN_IF_ERROR(BindReadOnly(source, target));
   LARDER_LOG(INFO, "csi.published")
       .Field("volume", req.volume_id())
       .Field("path", path)
@@ -265,6 +408,10 @@ absl::Status CsiNodeServer::Unpublish(
     return absl::InvalidArgumentError("volume_id is required");
   LARDER_ASSIGN_OR_RETURN(std::string target,
                           CleanAbsolutePath(req.target_path(), "target_path"));
+  absl::StatusOr<std::string> canonical = CanonicalTarget(target);
+  if (absl::IsNotFound(canonical.status())) return absl::OkStatus();  // Gone.
+  LARDER_RETURN_IF_ERROR(canonical.status());
+  target = *std::move(canonical);
   absl::MutexLock lock(&mu_);
   // Every mount stacked there (a publish repeated after a crash may have
   // left two), then the directory.
@@ -272,11 +419,12 @@ absl::Status CsiNodeServer::Unpublish(
     LARDER_ASSIGN_OR_RETURN(std::vector<MountInfo> mounts,
                             ReadMountInfo(options_.mountinfo));
     if (TopMountAt(mounts, target) == nullptr) break;
-    if (::umount2(target.c_str(), 0) != 0) {
+    if (::umount2(target.c_str(), UMOUNT_NOFOLLOW) != 0) {
       const int err = errno;
       // In use (a process of the pod still inside): detach it, as kubelet
       // means the pod is gone.
-      if (err != EBUSY || ::umount2(target.c_str(), MNT_DETACH) != 0) {
+      if (err != EBUSY ||
+          ::umount2(target.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
         return absl::InternalError(
             absl::StrCat("unmount ", target, ": ", Errno(err)));
       }

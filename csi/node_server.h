@@ -10,8 +10,9 @@
 // `larder fuse` mount: a static PersistentVolume or an inline (ephemeral) CSI
 // volume with `volumeAttributes: {path: /datasets/imagenet}`.
 //
-// NodePublishVolume bind-mounts FUSE_MOUNTPOINT/PATH onto the pod's target
-// path and remounts the bind read-only (nosuid, nodev); NodeUnpublishVolume
+// NodePublishVolume mounts FUSE_MOUNTPOINT/PATH onto the pod's target path,
+// read-only, nosuid, nodev (flags set before the mount is attached, so that
+// the copies propagation makes are read-only too); NodeUnpublishVolume
 // unmounts it and removes the directory. Both are idempotent, as the spec
 // asks: a second publish of the same path to the same target is OK, of
 // another path AlreadyExists; an unpublish of a target that holds nothing is
@@ -21,7 +22,12 @@
 // is down: ENOTCONN). No controller: volumes are paths that already exist,
 // so there is nothing to provision or attach.
 //
-// Thread-safe: publishes and unpublishes run one at a time.
+// Calls into the FUSE mount are bounded (CsiOptions::fuse_timeout): a hung
+// daemon fails a publish with FailedPrecondition and holds nothing up.
+// PermissionDenied: a path outside CsiOptions::allowed_paths, an inline
+// volume where they are off.
+//
+// Thread-safe: the mount table is read and changed by one call at a time.
 #ifndef LARDER_CSI_NODE_SERVER_H_
 #define LARDER_CSI_NODE_SERVER_H_
 
@@ -32,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/csi.grpc.pb.h"
 
 namespace larder {
@@ -48,6 +55,13 @@ struct CsiOptions {
   std::string fuse_mountpoint;
   // The mount table to read (tests may point at a copy).
   std::string mountinfo = "/proc/self/mountinfo";
+  // Cluster paths it may publish (prefixes; "/" is every path).
+  std::vector<std::string> allowed_paths = {"/"};
+  // Inline (ephemeral) volumes: any pod's author names the path, so they
+  // are off unless asked for.
+  bool allow_ephemeral = false;
+  // The longest a call into the FUSE mount (statfs, stat) may take.
+  absl::Duration fuse_timeout = absl::Seconds(10);
 };
 
 // One line of /proc/PID/mountinfo (escapes such as \040 decoded).
@@ -55,11 +69,12 @@ struct MountInfo {
   std::string device;  // major:minor
   std::string root;    // the mounted directory within its filesystem
   std::string mount_point;
+  std::string options;  // per-mount: "ro,nosuid,nodev,relatime"
   std::string fstype;
   std::string source;
 };
-// Errors: the file's (NotFound, PermissionDenied), DataLoss (a line that
-// does not parse).
+// Errors: NotFound, PermissionDenied (the file), DataLoss (a line that does
+// not parse).
 absl::StatusOr<std::vector<MountInfo>> ReadMountInfo(const std::string& path);
 // "/a//b/" -> "/a/b". Errors: InvalidArgument (relative, "." or ".."
 // components, NUL bytes, over 4096 bytes).
@@ -112,6 +127,9 @@ class CsiNodeServer final : public csi::v1::Identity::Service,
  private:
   // The FUSE mount's entry. Errors: FailedPrecondition.
   absl::StatusOr<MountInfo> FuseMount() const;
+  // `target` with its directory's symlinks resolved (as the mount table
+  // names it). Errors: NotFound (the directory is gone), Internal.
+  absl::StatusOr<std::string> CanonicalTarget(const std::string& target) const;
 
   const CsiOptions options_;
   absl::Mutex mu_;  // One publish or unpublish at a time.

@@ -44,6 +44,10 @@ void LoadJobs::StopAll() {
     jobs.swap(jobs_);
   }
   for (auto& [id, job] : jobs) {
+    {
+      absl::MutexLock jl(&job->mu);
+      job->stopped = true;
+    }
     if (job->thread.joinable()) job->thread.join();
   }
   stopping_ = false;
@@ -185,14 +189,13 @@ absl::StatusOr<v1::LoadStatus> LoadJobs::Get(const std::string& job_id,
   }
   absl::MutexLock jl(&job->mu);
   if (wait > absl::ZeroDuration()) {
-    // A job stopped with its master (StopAll) stays "running": the wait then
-    // ends at its deadline, which kMaxWait bounds.
-    job->mu.AwaitWithTimeout(absl::Condition(
-                                 +[](v1::LoadStatus* s) {
-                                   return s->state() != v1::LoadStatus::RUNNING;
-                                 },
-                                 &job->status),
-                             std::min(wait, kMaxWait));
+    job->mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](Job* j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(j->mu) {
+              return j->stopped || j->status.state() != v1::LoadStatus::RUNNING;
+            },
+            job.get()),
+        std::min(wait, kMaxWait));
   }
   return job->status;
 }

@@ -76,6 +76,9 @@ class LoadJobs {
   struct Job {
     absl::Mutex mu;
     v1::LoadStatus status ABSL_GUARDED_BY(mu);
+    // Set by StopAll: the job stays "running" (for the next leader), and a
+    // Get waiting on it answers now.
+    bool stopped ABSL_GUARDED_BY(mu) = false;
     std::thread thread;
   };
   // Stats the job's path, then runs it.

@@ -417,9 +417,13 @@ class MasterService final : public v1::Master::Service {
                        v1::LoadStatus* resp) override {
     if (grpc::Status denied = Enter(kGetLoad, *ctx); !denied.ok())
       return denied;
-    absl::StatusOr<v1::LoadStatus> s =
-        loads_->Get(req->job_id(),
-                    absl::Milliseconds(std::max<int64_t>(0, req->wait_ms())));
+    // Not past the caller's deadline (a poller that gave up holds no
+    // thread for long).
+    absl::Duration wait =
+        absl::Milliseconds(std::max<int64_t>(0, req->wait_ms()));
+    wait = std::min(wait, absl::FromChrono(ctx->deadline()) - absl::Now() -
+                              absl::Milliseconds(50));
+    absl::StatusOr<v1::LoadStatus> s = loads_->Get(req->job_id(), wait);
     if (!s.ok()) return ToGrpcStatus(s.status());
     *resp = *std::move(s);
     return grpc::Status::OK;

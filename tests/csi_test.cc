@@ -62,7 +62,7 @@ class CsiTest : public ::testing::Test {
     ASSERT_TRUE(csi_.Start({LARDER_CLI_BINARY, "csi",
                             absl::StrCat("--csi_endpoint=unix://", socket_),
                             absl::StrCat("--fuse_mountpoint=", mnt()),
-                            "--csi_node_id=node-a"},
+                            "--csi_node_id=node-a", "--csi_allowed_paths=/ds"},
                            dir_.path() + "/csi.log")
                     .ok());
     ASSERT_TRUE(
@@ -78,7 +78,12 @@ class CsiTest : public ::testing::Test {
   void TearDown() override {
     // Whatever a failed test left published.
     for (const std::string& t : targets_) {
-      if (testing::IsMounted(t)) testing::ForceUnmount(t);
+      for (int i = 0; i < 4 && testing::IsMounted(t); ++i)
+        testing::ForceUnmount(t);
+    }
+    for (const std::string& d : shared_dirs_) {
+      for (int i = 0; i < 4 && testing::IsMounted(d); ++i)
+        testing::ForceUnmount(d);
     }
   }
 
@@ -104,7 +109,7 @@ class CsiTest : public ::testing::Test {
   }
 
   grpc::Status Publish(const std::string& target, const std::string& path,
-                       bool block = false) {
+                       bool block = false, bool ephemeral = false) {
     csi::v1::NodePublishVolumeRequest req;
     req.set_volume_id("vol-" + path);
     req.set_target_path(target);
@@ -118,10 +123,12 @@ class CsiTest : public ::testing::Test {
         csi::v1::VolumeCapability::AccessMode::MULTI_NODE_READER_ONLY);
     req.set_readonly(true);
     if (!path.empty()) (*req.mutable_volume_context())["path"] = path;
-    (*req.mutable_volume_context())["csi.storage.k8s.io/ephemeral"] = "false";
+    (*req.mutable_volume_context())["csi.storage.k8s.io/ephemeral"] =
+        ephemeral ? "true" : "false";
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(30));
+    ctx.set_wait_for_ready(true);  // The socket may be bound before it serves.
     csi::v1::NodePublishVolumeResponse resp;
     return node_->NodePublishVolume(&ctx, req, &resp);
   }
@@ -133,6 +140,7 @@ class CsiTest : public ::testing::Test {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(30));
+    ctx.set_wait_for_ready(true);
     csi::v1::NodeUnpublishVolumeResponse resp;
     return node_->NodeUnpublishVolume(&ctx, req, &resp);
   }
@@ -158,6 +166,7 @@ class CsiTest : public ::testing::Test {
   std::unique_ptr<csi::v1::Node::Stub> node_;
   std::unique_ptr<csi::v1::Identity::Stub> identity_;
   std::vector<std::string> targets_;
+  std::vector<std::string> shared_dirs_;
 };
 
 TEST_F(CsiTest, IdentityAndNodeInfo) {
@@ -198,6 +207,13 @@ TEST_F(CsiTest, PublishReadsEveryByteReadOnlyAndBothCallsAreIdempotent) {
     EXPECT_EQ(*got, data) << rel;
   }
   EXPECT_FALSE(testing::ReadFile(target + "/top.txt").ok());  // Not below.
+  // The mount itself is read-only, nosuid, nodev (not only the daemon's
+  // EROFS for a mount that takes no writes).
+  struct statvfs vfs;
+  ASSERT_EQ(::statvfs(target.c_str(), &vfs), 0) << std::strerror(errno);
+  EXPECT_TRUE(vfs.f_flag & ST_RDONLY);
+  EXPECT_TRUE(vfs.f_flag & ST_NOSUID);
+  EXPECT_TRUE(vfs.f_flag & ST_NODEV);
   // Read-only: a write fails with EROFS (the bind is remounted ro).
   const int fd =
       ::open((target + "/new.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -218,7 +234,9 @@ TEST_F(CsiTest, PublishReadsEveryByteReadOnlyAndBothCallsAreIdempotent) {
   // The same path to a second target (a second pod): its own mount.
   const std::string other = Target("pod-2");
   ASSERT_TRUE(Publish(other, "/ds").ok());
-  EXPECT_EQ(*testing::ReadAll(other + "/top.txt"), "top\n");
+  auto top = testing::ReadAll(other + "/top.txt");
+  ASSERT_TRUE(top.ok()) << top.status();
+  EXPECT_EQ(*top, "top\n");
 
   // Unpublish: unmounted and the directory gone; again: OK.
   st = Unpublish(target);
@@ -233,11 +251,54 @@ TEST_F(CsiTest, PublishReadsEveryByteReadOnlyAndBothCallsAreIdempotent) {
   EXPECT_THAT(Log(), HasSubstr("csi.published"));
 }
 
+// As on a node: the plugin in a mount namespace of its own (its container),
+// the targets in a directory shared with the host's namespace (the kubelet's
+// pods directory, Bidirectional). The copy that reaches the host (and the
+// pod) is read-only too, and goes with the unpublish.
+TEST_F(CsiTest, TheCopyThatPropagatesToTheHostIsReadOnly) {
+  const std::string shared = dir_.path() + "/shared-pods";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0755), 0);
+  shared_dirs_.push_back(shared);
+  testing::Shell r =
+      testing::Sh(absl::StrCat("mount --bind ", shared, " ", shared,
+                               " && mount --make-shared ", shared));
+  ASSERT_EQ(r.code, 0) << r.out;
+  testing::Subprocess csi3;
+  const std::string sock3 = dir_.path() + "/csi3.sock";
+  ASSERT_TRUE(csi3.Start({"unshare", "-m", "--propagation", "unchanged",
+                          LARDER_CLI_BINARY, "csi",
+                          absl::StrCat("--csi_endpoint=unix://", sock3),
+                          absl::StrCat("--fuse_mountpoint=", mnt())},
+                         dir_.path() + "/csi3.log")
+                  .ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return ::access(sock3.c_str(), F_OK) == 0; }, absl::Seconds(20)));
+  node_ = csi::v1::Node::NewStub(grpc::CreateChannel(
+      "unix://" + sock3, grpc::InsecureChannelCredentials()));
+  const std::string target = shared + "/pod-x";
+  targets_.push_back(target);
+  grpc::Status st = Publish(target, "/ds/sub");
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  // Here, in the test's namespace: the propagated copy.
+  ASSERT_EQ(MountsAt(target), 1);
+  struct statvfs vfs;
+  ASSERT_EQ(::statvfs(target.c_str(), &vfs), 0) << std::strerror(errno);
+  EXPECT_TRUE(vfs.f_flag & ST_RDONLY);
+  EXPECT_TRUE(vfs.f_flag & ST_NOSUID);
+  EXPECT_TRUE(vfs.f_flag & ST_NODEV);
+  auto got = testing::ReadAll(target + "/c1/f1.bin");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, files_["sub/c1/f1.bin"]);
+  st = Unpublish(target);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(MountsAt(target), 0);
+}
+
 TEST_F(CsiTest, BadRequestsGetTheErrorsTheSpecNames) {
   const std::string target = Target("pod-bad");
   EXPECT_EQ(Publish(target, "/ds/no-such-dir").error_code(),
             grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Publish(target, "/nowhere").error_code(),
+  EXPECT_EQ(Publish(target, "/ds/sub/c0/no/deeper").error_code(),
             grpc::StatusCode::NOT_FOUND);
   grpc::Status st = Publish(target, "/ds/../../etc");
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -254,6 +315,16 @@ TEST_F(CsiTest, BadRequestsGetTheErrorsTheSpecNames) {
   EXPECT_EQ(Publish("relative/target", "/ds/sub").error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Unpublish("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Policy: paths outside --csi_allowed_paths=/ds (a prefix by component),
+  // and inline volumes, which are off by default.
+  st = Publish(target, "/");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("--csi_allowed_paths"));
+  EXPECT_EQ(Publish(target, "/dsx").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  st = Publish(target, "/ds/sub", /*block=*/false, /*ephemeral=*/true);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("inline"));
   EXPECT_EQ(MountsAt(target), 0);  // Nothing was mounted by any of them.
 }
 
@@ -300,7 +371,11 @@ TEST_F(CsiTest, PublishWhileTheFuseDaemonIsDownFailsWithFailedPrecondition) {
   ASSERT_TRUE(fuse_->Restart().ok());
   st = Publish(target, "/ds/sub");
   EXPECT_TRUE(st.ok()) << st.error_message();
-  EXPECT_EQ(*testing::ReadAll(target + "/c0/f0.bin"), files_["sub/c0/f0.bin"]);
+  {
+    auto got = testing::ReadAll(target + "/c0/f0.bin");
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, files_["sub/c0/f0.bin"]);
+  }
 
   // A pod's mount made before the daemon died is dead (ENOTCONN) after it
   // restarts: publishing it again replaces it with a live one.
@@ -311,7 +386,11 @@ TEST_F(CsiTest, PublishWhileTheFuseDaemonIsDownFailsWithFailedPrecondition) {
   st = Publish(target, "/ds/sub");
   EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(MountsAt(target), 1);
-  EXPECT_EQ(*testing::ReadAll(target + "/c0/f0.bin"), files_["sub/c0/f0.bin"]);
+  {
+    auto got = testing::ReadAll(target + "/c0/f0.bin");
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, files_["sub/c0/f0.bin"]);
+  }
   EXPECT_TRUE(Unpublish(target).ok());
   EXPECT_EQ(MountsAt(target), 0);
 }

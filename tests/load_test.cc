@@ -190,13 +190,16 @@ TEST_F(LoadTest, GetLoadWaitsForTheJobToEnd) {
   };
   v1::LoadStatus s;
   // Up to 10 s a call; 1,200 small files from a local directory take well
-  // under that, so the job is seen ending within a few calls.
+  // under that, so the job is seen ending within a few calls, and the call
+  // that waits returns as the job ends, not at the end of its wait.
+  const absl::Time start = absl::Now();
   for (int i = 0; i < 6 && s.state() != v1::LoadStatus::DONE; ++i) {
     grpc::Status st = get(job, 10'000, &s);
     ASSERT_TRUE(st.ok()) << st.error_message();
     ASSERT_NE(s.state(), v1::LoadStatus::FAILED) << s.last_error();
   }
   EXPECT_EQ(s.state(), v1::LoadStatus::DONE);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(9));
   EXPECT_EQ(s.files_done(), kFiles);
   // Ended: a long wait answers at once.
   const absl::Time t = absl::Now();

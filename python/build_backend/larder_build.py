@@ -17,6 +17,7 @@ Environment: LARDER_PIP_BUILD_DIR (the build tree), LARDER_BUILD_TYPE
 """
 import base64
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -56,7 +57,7 @@ def _tag():
     if sys.implementation.name != "cpython":
         raise BuildError(f"the larder module is built for CPython, not {sys.implementation.name}")
     py = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    abi = py + ("d" if hasattr(sys, "gettotalrefcount") else "")
+    abi = py + sys.abiflags  # "d": a debug build, "t": free-threaded.
     plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     return f"{py}-{abi}-{plat}"
 
@@ -71,6 +72,13 @@ def _dist_info(directory, tag):
         f.write("Wheel-Version: 1.0\nGenerator: larder_build\nRoot-Is-Purelib: false\n"
                 f"Tag: {tag}\n")
     return os.path.basename(info)
+
+
+def _check_tree():
+    if not os.path.exists(os.path.join(ROOT, "CMakeLists.txt")):
+        raise BuildError(f"{ROOT} is not Larder's source tree: the backend builds the tree "
+                         "around python/ in place (pip >= 21.3; older pips copy the "
+                         "directory elsewhere first)")
 
 
 def _check_tools():
@@ -92,10 +100,13 @@ def _run(cmd, env):
 def _build_module(tag):
     """Builds larder._native for this interpreter; returns the package
     directory the build assembled (build/pip/TAG/python/larder)."""
+    _check_tree()
     _check_tools()
+    # One tree per interpreter: a virtualenv's python is a link to its base
+    # interpreter's, so every virtualenv of one interpreter shares it.
+    exe = os.path.realpath(sys.executable)
     build = os.environ.get("LARDER_PIP_BUILD_DIR") or os.path.join(
-        ROOT, "build", "pip", tag + "-" + hashlib.sha256(
-            sys.executable.encode()).hexdigest()[:8])
+        ROOT, "build", "pip", tag + "-" + hashlib.sha256(exe.encode()).hexdigest()[:8])
     env = dict(os.environ)
     # One ccache entry for every build tree (their paths differ, the objects
     # do not): paths below ROOT hash as relative ones.
@@ -107,7 +118,7 @@ def _build_module(tag):
           f"-DLARDER_PYTHON_INSTALL_DIR={sysconfig.get_paths()['platlib']}",
           "-DLARDER_BUILD_TESTS=OFF", "-DLARDER_BUILD_BENCH=OFF"], env)
     _run(["cmake", "--build", build, "--target", "larder_python",
-          "-j", os.environ.get("LARDER_JOBS", str(os.cpu_count() or 2))], env)
+          "-j", os.environ.get("LARDER_JOBS", str(len(os.sched_getaffinity(0))))], env)
     return os.path.join(build, "python", "larder")
 
 
@@ -183,6 +194,7 @@ def build_sdist(sdist_directory, config_settings=None):
             paths += [os.path.normpath(os.path.join(rel, n)) for n in names]
     os.makedirs(sdist_directory, exist_ok=True)
     sdist = f"{base}.tar.gz"
+    _check_tree()
     with tarfile.open(os.path.join(sdist_directory, sdist), "w:gz") as tar:
         for p in sorted(paths):
             full = os.path.join(ROOT, p)
@@ -192,6 +204,5 @@ def build_sdist(sdist_directory, config_settings=None):
         ti = tarfile.TarInfo(f"{base}/PKG-INFO")
         ti.size = len(data)
         ti.mtime = 0
-        import io
         tar.addfile(ti, io.BytesIO(data))
     return sdist

@@ -1056,7 +1056,8 @@ def test_the_csi_driver_the_plugin_and_the_registrar_agree_on_names_and_paths():
         driver = drivers[0]
         name = driver["metadata"]["name"]
         assert driver["spec"]["attachRequired"] is False
-        assert driver["spec"]["volumeLifecycleModes"] == ["Persistent", "Ephemeral"]
+        # Inline volumes only when asked for (any pod's author names their path).
+        assert driver["spec"]["volumeLifecycleModes"] == ["Persistent"]
         fuse = pod_spec(by_name(docs)[("DaemonSet", "t-larder-fuse")])
         cs = {c["name"]: c for c in fuse["containers"]}
         assert set(cs) == {"fuse", "csi", "node-driver-registrar"}
@@ -1065,6 +1066,8 @@ def test_the_csi_driver_the_plugin_and_the_registrar_agree_on_names_and_paths():
         assert "--csi_endpoint=unix:///csi/csi.sock" in csi["args"]
         assert "--fuse_mountpoint=/mnt/larder" in csi["args"]
         assert "--csi_node_id=$(NODE_NAME)" in csi["args"]
+        assert "--csi_allowed_paths=/" in csi["args"]
+        assert "--csi_ephemeral" not in csi["args"]
         mounts = {m["name"]: m for m in csi["volumeMounts"]}
         assert mounts["kubelet-pods"]["mountPath"] == f"{kubelet}/pods"
         assert mounts["kubelet-pods"]["mountPropagation"] == "Bidirectional"
@@ -1079,6 +1082,14 @@ def test_the_csi_driver_the_plugin_and_the_registrar_agree_on_names_and_paths():
         assert vols["csi-plugin"] == f"{kubelet}/plugins/{name}"
         assert vols["csi-registration"] == f"{kubelet}/plugins_registry"
         assert vols["kubelet-pods"] == f"{kubelet}/pods"
+    inline = render(["--set", "csi.ephemeral=true",
+                     "--set-json", 'csi.allowedPaths=["/datasets","/ckpt"]'])
+    driver = [d for d in inline if d["kind"] == "CSIDriver"][0]
+    assert driver["spec"]["volumeLifecycleModes"] == ["Persistent", "Ephemeral"]
+    csi = [c for c in pod_spec(by_name(inline)[("DaemonSet", "t-larder-fuse")])["containers"]
+           if c["name"] == "csi"][0]
+    assert "--csi_ephemeral" in csi["args"]
+    assert "--csi_allowed_paths=/datasets,/ckpt" in csi["args"]
     off = render(["--set", "csi.enabled=false"])
     assert not [d for d in off if d["kind"] == "CSIDriver"]
     fuse = pod_spec(by_name(off)[("DaemonSet", "t-larder-fuse")])
