@@ -395,37 +395,5 @@ TEST_F(CsiTest, PublishWhileTheFuseDaemonIsDownFailsWithFailedPrecondition) {
   EXPECT_EQ(MountsAt(target), 0);
 }
 
-TEST(CsiPathTest, CleanAbsolutePath) {
-  EXPECT_EQ(*CleanAbsolutePath("/a//b/", "p"), "/a/b");
-  EXPECT_EQ(*CleanAbsolutePath("/", "p"), "/");
-  EXPECT_FALSE(CleanAbsolutePath("a/b", "p").ok());
-  EXPECT_FALSE(CleanAbsolutePath("/a/../b", "p").ok());
-  EXPECT_FALSE(CleanAbsolutePath("/a/./b", "p").ok());
-  EXPECT_FALSE(CleanAbsolutePath(std::string("/a\0b", 4), "p").ok());
-  EXPECT_FALSE(
-      CleanAbsolutePath(std::string(5000, 'a').insert(0, "/"), "p").ok());
-}
-
-TEST(CsiPathTest, MountInfoParsesAndUnescapes) {
-  testing::TempDir d;
-  const std::string path = d.path() + "/mountinfo";
-  ASSERT_TRUE(testing::WriteFile(
-                  path,
-                  "36 35 0:52 /datasets/img /var/lib/kubelet/pods/a\\040b/mnt "
-                  "ro,nosuid shared:1 - fuse.larder larder rw,user_id=0\n"
-                  "37 35 8:1 / / rw - ext4 /dev/sda1 rw\n")
-                  .ok());
-  auto m = ReadMountInfo(path);
-  ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->size(), 2u);
-  EXPECT_EQ((*m)[0].device, "0:52");
-  EXPECT_EQ((*m)[0].root, "/datasets/img");
-  EXPECT_EQ((*m)[0].mount_point, "/var/lib/kubelet/pods/a b/mnt");
-  EXPECT_EQ((*m)[0].fstype, "fuse.larder");
-  EXPECT_EQ((*m)[1].fstype, "ext4");
-  ASSERT_TRUE(testing::WriteFile(path, "garbage line\n").ok());
-  EXPECT_EQ(ReadMountInfo(path).status().code(), absl::StatusCode::kDataLoss);
-}
-
 }  // namespace
 }  // namespace larder
