@@ -1075,6 +1075,9 @@ def test_the_csi_driver_the_plugin_and_the_registrar_agree_on_names_and_paths():
         assert mounts["mountpoint"]["mountPropagation"] == "HostToContainer"
         assert mounts["csi-plugin"]["mountPath"] == "/csi"
         assert "--csi-address=/csi/csi.sock" in reg["args"]
+        assert "--http-endpoint=:9809" in reg["args"]
+        assert reg["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "registrar"}
+        assert {"name": "registrar", "containerPort": 9809} in reg["ports"]
         assert f"--kubelet-registration-path={kubelet}/plugins/{name}/csi.sock" in reg["args"]
         assert {m["name"]: m["mountPath"] for m in reg["volumeMounts"]} == {
             "csi-plugin": "/csi", "csi-registration": "/registration"}
