@@ -32,36 +32,8 @@ constexpr size_t kMaxPath = 4096;
 
 std::string Errno(int err) { return std::string(strerror(err)); }
 
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' &&
-        s[i + 1] <= '3' && s[i + 2] >= '0' && s[i + 2] <= '7' &&
-        s[i + 3] >= '0' && s[i + 3] <= '7') {
-      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 +
-                                      (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 bool IsFuse(const MountInfo& m) {
-  return m.fstype == "fuse" || absl::StartsWith(m.fstype, "fuse.");
-}
-
-// The topmost mount at `path` (mounts stack), if any.
-const MountInfo* TopMountAt(const std::vector<MountInfo>& mounts,
-                            const std::string& path) {
-  const MountInfo* top = nullptr;
-  for (const MountInfo& m : mounts) {
-    if (m.mount_point == path) top = &m;
-  }
-  return top;
+  return m.type == "fuse" || absl::StartsWith(m.type, "fuse.");
 }
 
 // The gRPC answer to a publish or unpublish; a failure is logged with the
@@ -163,34 +135,6 @@ grpc::Status Unimplemented(absl::string_view rpc) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<MountInfo>> ReadMountInfo(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    const int err = errno;
-    return absl::Status(
-        err == ENOENT ? absl::StatusCode::kNotFound
-                      : absl::StatusCode::kPermissionDenied,
-        absl::StrCat("cannot read the mount table ", path, ": ", Errno(err)));
-  }
-  std::vector<MountInfo> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    // ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE
-    // SUPER_OPTIONS
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
-    size_t dash = 6;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 6 || dash + 2 >= f.size()) {
-      return absl::DataLossError(
-          absl::StrCat("a line of ", path, " does not parse: ", line));
-    }
-    out.push_back({std::string(f[2]), Unescape(f[3]), Unescape(f[4]),
-                   std::string(f[5]), std::string(f[dash + 1]),
-                   Unescape(f[dash + 2])});
-  }
-  return out;
-}
-
 absl::StatusOr<std::string> CleanAbsolutePath(absl::string_view path,
                                               absl::string_view what) {
   if (path.empty() || path[0] != '/') {
@@ -226,7 +170,7 @@ absl::StatusOr<MountInfo> CsiNodeServer::FuseMount() const {
   }
   if (!IsFuse(*top)) {
     return absl::FailedPreconditionError(
-        absl::StrCat(options_.fuse_mountpoint, " holds a ", top->fstype,
+        absl::StrCat(options_.fuse_mountpoint, " holds a ", top->type,
                      " mount, not larder fuse's"));
   }
   return *top;
@@ -364,7 +308,7 @@ absl::Status CsiNodeServer::Publish(
     if (!IsFuse(*there) || there->root != root) {
       return absl::AlreadyExistsError(
           absl::StrCat("target ", target, " already holds a mount (",
-                       there->fstype, " of ", there->root, "), not ", path));
+                       there->type, " of ", there->root, "), not ", path));
     }
     if (there->device == fuse.device && HasOption(there->options, "ro")) {
       return absl::OkStatus();  // Published already: idempotent.

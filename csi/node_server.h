@@ -39,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/mount_table.h"
 #include "proto/csi.grpc.pb.h"
 
 namespace larder {
@@ -64,18 +65,6 @@ struct CsiOptions {
   absl::Duration fuse_timeout = absl::Seconds(10);
 };
 
-// One line of /proc/PID/mountinfo (escapes such as \040 decoded).
-struct MountInfo {
-  std::string device;  // major:minor
-  std::string root;    // the mounted directory within its filesystem
-  std::string mount_point;
-  std::string options;  // per-mount: "ro,nosuid,nodev,relatime"
-  std::string fstype;
-  std::string source;
-};
-// Errors: NotFound, PermissionDenied (the file), DataLoss (a line that does
-// not parse).
-absl::StatusOr<std::vector<MountInfo>> ReadMountInfo(const std::string& path);
 // "/a//b/" -> "/a/b". Errors: InvalidArgument (relative, "." or ".."
 // components, NUL bytes, over 4096 bytes).
 absl::StatusOr<std::string> CleanAbsolutePath(absl::string_view path,

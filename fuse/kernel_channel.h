@@ -35,6 +35,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "common/mount_table.h"
 
 namespace larder {
 
@@ -144,22 +145,6 @@ void RaiseMaxPagesLimit(uint64_t max_read);
 // `read_ahead` bytes (0: leaves it). The kernel applies INIT's readahead
 // limit after the INIT reply, so this is called after it.
 void TuneReadahead(const std::string& mountpoint, uint64_t read_ahead);
-
-// One line of /proc/self/mountinfo.
-struct MountInfo {
-  std::string device;  // "major:minor"
-  std::string source, type;
-};
-
-// Undoes the octal escapes (\040 for a space) of mountinfo paths.
-std::string UnescapeMountInfo(absl::string_view in);
-
-// The topmost mount at `path` (a resolved path) in `mountinfo` (text in
-// the format of /proc/self/mountinfo), if any.
-std::optional<MountInfo> FindMountIn(absl::string_view mountinfo,
-                                     absl::string_view path);
-// The same in this process's /proc/self/mountinfo.
-std::optional<MountInfo> FindMount(absl::string_view path);
 
 }  // namespace larder
 
