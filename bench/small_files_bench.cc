@@ -185,6 +185,21 @@ int Run() {
                       .value_or(0));
     return v;
   };
+  // Passthrough opens, and objects leased ahead by what became of them.
+  const std::vector<std::string> ahead = {"leased", "used", "expired",
+                                          "refused"};
+  auto ahead_counts = [&] {
+    std::vector<double> v;
+    v.push_back(
+        (*fuse)->Metric("larder_fuse_passthrough_opens_total").value_or(0));
+    for (const std::string& r : ahead)
+      v.push_back((*fuse)
+                      ->Metric(absl::StrCat(
+                          "larder_fuse_lease_ahead_total{result=\"", r, "\"}"))
+                      .value_or(0));
+    return v;
+  };
+  std::vector<double> ahead_total(ahead.size() + 1, 0);
   std::vector<double> op_counts(ops.size(), 0);
   std::vector<double> larder_fps, disk_fps, cache_fps, ratio, disk_ratio;
   double master_cpu = 0, fuse_cpu = 0, worker_cpu = 0, reader_cpu = 0;
@@ -199,6 +214,7 @@ int Run() {
                  w0 = ProcessCpuSeconds((*worker)->pid());
     const double s0 = rpcs("Stat"), l0 = rpcs("List");
     const std::vector<double> ops0 = fuse_ops();
+    const std::vector<double> ahead0 = ahead_counts();
     larder_fps.push_back(read_pass(shuffled(via_larder)));
     const bench::MemInfo mem1 = bench::ReadMemInfo();
     larder_cache.push_back(mem1.file_cache_mib() - mem0.file_cache_mib());
@@ -209,6 +225,9 @@ int Run() {
     worker_cpu += ProcessCpuSeconds((*worker)->pid()) - w0;
     const std::vector<double> ops1 = fuse_ops();
     for (size_t i = 0; i < ops.size(); ++i) op_counts[i] += ops1[i] - ops0[i];
+    const std::vector<double> ahead1 = ahead_counts();
+    for (size_t i = 0; i < ahead1.size(); ++i)
+      ahead_total[i] += ahead1[i] - ahead0[i];
     stats += rpcs("Stat") - s0;
     lists += rpcs("List") - l0;
     DropCaches();
@@ -261,6 +280,11 @@ int Run() {
       std::printf(" %s %.2f", ops[i].c_str(), op_counts[i] / total);
   }
   std::printf("\n");
+  std::printf("per file: passthrough opens %.2f; objects leased ahead:",
+              ahead_total[0] / total);
+  for (size_t i = 0; i < ahead.size(); ++i)
+    std::printf(" %s %.2f", ahead[i].c_str(), ahead_total[i + 1] / total);
+  std::printf(" (the daemon's /metrics, during the Larder passes)\n");
   return 0;
 }
 

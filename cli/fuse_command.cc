@@ -62,6 +62,15 @@ ABSL_FLAG(absl::Duration, passthrough_keep,
           "fuse: how long a passthrough file's memfd is kept after its last "
           "close for the next open (at most 25s, under the worker's lease; "
           "0 = closed at once).");
+ABSL_FLAG(int, lease_ahead, static_cast<int>(larder::FuseOptions().lease_ahead),
+          "fuse: passthrough files leased from the local worker ahead of "
+          "their opens, in batches of a directory's files (an open then "
+          "costs no exchange with the worker): at most this many held "
+          "(0 = off).");
+ABSL_FLAG(absl::Duration, lease_ahead_keep,
+          larder::FuseOptions().lease_ahead_keep,
+          "fuse: how long a file leased ahead waits for its open before it "
+          "is given back (at most 30s).");
 ABSL_FLAG(std::string, kernel_read_ahead,
           larder::BytesFlagText(larder::FuseOptions().read_ahead),
           "fuse: kernel readahead window of the mount (0 = kernel default).");
@@ -137,6 +146,10 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
       ParseBytes(absl::GetFlag(FLAGS_passthrough_min_size)));
   o.passthrough_keep = std::clamp(absl::GetFlag(FLAGS_passthrough_keep),
                                   absl::ZeroDuration(), absl::Seconds(25));
+  o.lease_ahead =
+      static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_lease_ahead)));
+  o.lease_ahead_keep = std::clamp(absl::GetFlag(FLAGS_lease_ahead_keep),
+                                  absl::Milliseconds(100), absl::Seconds(30));
   o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));
   o.allow_other = absl::GetFlag(FLAGS_allow_other);
   o.auto_unmount = absl::GetFlag(FLAGS_auto_unmount);
@@ -285,6 +298,8 @@ const Command kFuseCommand = {
                "passthrough",
                "passthrough_min_size",
                "passthrough_keep",
+               "lease_ahead",
+               "lease_ahead_keep",
                "fuse_channel",
                "fuse_threads",
                "allow_other",

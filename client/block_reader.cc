@@ -1,6 +1,7 @@
 // Copyright 2026 The Larder Authors.
 #include "client/block_reader.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "client/short_circuit_client.h"
 #include "common/status_macros.h"
@@ -89,10 +90,10 @@ absl::StatusOr<ReadPiece> BlockReader::Piece(const BlockId& id, uint64_t offset,
   return piece;
 }
 
-absl::StatusOr<LocalSlice> BlockReader::LocalObject(const BlockId& first,
-                                                    uint64_t blocks) {
+absl::StatusOr<std::string> BlockReader::LocalOwner(const BlockId& first) {
   std::string socket;
   BlockId id = first;
+  const uint64_t blocks = BlockCount(first.object_size, first.block_size);
   for (id.index = 0; id.index < blocks; ++id.index) {
     const Router::Route owners = router_.Owners(id, 1);
     if (owners.empty() || !owners.front().local ||
@@ -102,22 +103,81 @@ absl::StatusOr<LocalSlice> BlockReader::LocalObject(const BlockId& first,
           "the file's blocks are not all owned by the worker on this node");
     socket = owners.front().worker->short_circuit_socket();
   }
-  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<ShortCircuitClient> sc,
-                          local_.Take(socket));
-  absl::StatusOr<ShortCircuitClient::Lease> lease = sc->OpenObject(first);
-  if (!lease.ok() && sc->refused()) {
-    local_.NoteRefused(socket, lease.status());
-    return absl::FailedPreconditionError(
-        "the worker on this node refused short-circuit to this process");
+  if (socket.empty())
+    return absl::FailedPreconditionError("an empty file has no memfd");
+  return socket;
+}
+
+std::vector<absl::StatusOr<LocalSlice>> BlockReader::ObjectSlices(
+    const std::string& socket, const std::vector<BlockId>& firsts,
+    absl::Duration lease) {
+  std::vector<absl::StatusOr<LocalSlice>> out;
+  out.reserve(firsts.size());
+  absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc = local_.Take(socket);
+  if (!sc.ok()) {
+    out.assign(firsts.size(), sc.status());
+    return out;
   }
-  if (!lease.ok()) {
-    if (!WorkerFailure(lease.status())) local_.Give(socket, sc);
-    return lease.status();
+  std::vector<absl::StatusOr<ShortCircuitClient::Lease>> leases =
+      (*sc)->OpenObjects(firsts, lease);
+  bool healthy = true;
+  for (absl::StatusOr<ShortCircuitClient::Lease>& l : leases) {
+    if (!l.ok()) {
+      if ((*sc)->refused()) {
+        local_.NoteRefused(socket, l.status());
+        out.push_back(absl::FailedPreconditionError(
+            "the worker on this node refused short-circuit to this process"));
+        healthy = false;
+        continue;
+      }
+      if (WorkerFailure(l.status())) healthy = false;
+      out.push_back(l.status());
+      continue;
+    }
+    auto held = std::make_shared<LocalLeases::Lease>(*sc, *l);
+    out.push_back(LocalSlice{l->fd, 0, l->length,
+                             std::shared_ptr<const void>(held, held.get())});
   }
-  local_.Give(socket, sc);
-  auto held = std::make_shared<LocalLeases::Lease>(sc, *lease);
-  return LocalSlice{lease->fd, 0, lease->length,
-                    std::shared_ptr<const void>(held, held.get())};
+  if (healthy) local_.Give(socket, *std::move(sc));
+  return out;
+}
+
+absl::StatusOr<LocalSlice> BlockReader::LocalObject(const BlockId& first,
+                                                    uint64_t blocks) {
+  BlockId id = first;
+  id.index = 0;
+  if (BlockCount(id.object_size, id.block_size) != blocks)
+    return absl::InvalidArgumentError("the object's block count is wrong");
+  LARDER_ASSIGN_OR_RETURN(const std::string socket, LocalOwner(id));
+  return std::move(ObjectSlices(socket, {id}, absl::ZeroDuration())[0]);
+}
+
+std::vector<absl::StatusOr<LocalSlice>> BlockReader::LocalObjects(
+    const std::vector<BlockId>& firsts, absl::Duration lease) {
+  std::vector<absl::StatusOr<LocalSlice>> out(
+      firsts.size(), absl::FailedPreconditionError("not leased"));
+  // By socket: the objects, and where their results go.
+  absl::flat_hash_map<std::string,
+                      std::pair<std::vector<BlockId>, std::vector<size_t>>>
+      by_socket;
+  for (size_t i = 0; i < firsts.size(); ++i) {
+    absl::StatusOr<std::string> socket = LocalOwner(firsts[i]);
+    if (!socket.ok()) {
+      out[i] = socket.status();
+      continue;
+    }
+    auto& [ids, at] = by_socket[*socket];
+    ids.push_back(firsts[i]);
+    ids.back().index = 0;
+    at.push_back(i);
+  }
+  for (auto& [socket, group] : by_socket) {
+    std::vector<absl::StatusOr<LocalSlice>> slices =
+        ObjectSlices(socket, group.first, lease);
+    for (size_t k = 0; k < slices.size(); ++k)
+      out[group.second[k]] = std::move(slices[k]);
+  }
+  return out;
 }
 
 absl::Status BlockReader::Failover(

@@ -74,12 +74,25 @@ class BlockReader {
   // The object of `first` (block 0) lent whole by the worker on this node,
   // if that worker owns every one of its `blocks` blocks.
   absl::StatusOr<LocalSlice> LocalObject(const BlockId& first, uint64_t blocks);
+  // LocalObject for several objects (block 0 of each), leased for `lease`,
+  // in one exchange per 64 with the worker on this node. In order.
+  std::vector<absl::StatusOr<LocalSlice>> LocalObjects(
+      const std::vector<BlockId>& firsts, absl::Duration lease);
 
   // A block read from a lease the caller held (a batch).
   void CountShortCircuit() { ++sc_blocks_; }
   Counters counters() const;
 
  private:
+  // The short-circuit socket of the worker on this node if it owns every
+  // block of the object of `first` (block 0); else FailedPrecondition.
+  absl::StatusOr<std::string> LocalOwner(const BlockId& first);
+  // Leases granted by the worker at `socket` as slices whose holds give
+  // them back (one message each) when dropped; a refusal is noted.
+  std::vector<absl::StatusOr<LocalSlice>> ObjectSlices(
+      const std::string& socket, const std::vector<BlockId>& firsts,
+      absl::Duration lease);
+
   // The failover order for one block of `want` bytes: `from_worker` on its
   // candidates; again after a ring refresh if all fail; then
   // `from_under_store` unless that fallback is off.

@@ -261,6 +261,30 @@ class ClientImpl final : public Client, private MetadataView::Backend {
                              *pool_);
   }
 
+  std::vector<absl::StatusOr<LocalSlice>> OpenLocalObjects(
+      absl::Span<File* const> files, absl::Duration lease) override {
+    std::vector<absl::StatusOr<LocalSlice>> out(files.size());
+    std::vector<BlockId> firsts;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < files.size(); ++i) {
+      auto* f = static_cast<OpenFile*>(files[i]);
+      if (f->client() != this) {
+        out[i] = absl::InvalidArgumentError(
+            absl::StrCat(f->info().path, " was opened by another client"));
+      } else if (f->info().size == 0) {
+        out[i] = absl::FailedPreconditionError("an empty file has no memfd");
+      } else {
+        firsts.push_back(f->Block(0));
+        at.push_back(i);
+      }
+    }
+    std::vector<absl::StatusOr<LocalSlice>> slices =
+        reader_.LocalObjects(firsts, lease);
+    for (size_t k = 0; k < slices.size(); ++k)
+      out[at[k]] = std::move(slices[k]);
+    return out;
+  }
+
   std::vector<absl::Status> ReadFiles(
       absl::Span<File* const> files,
       absl::Span<const absl::Span<char>> out) override {

@@ -91,8 +91,7 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
       continue;
     }
     Lease l{fds[next_fd++], g.offset(), g.length(), g.lease_id(), g.source()};
-    if (absl::Status bad = CheckGrant(l, whole_object ? nullptr : &ids[k]);
-        !bad.ok()) {
+    if (absl::Status bad = CheckGrant(l, &ids[k], whole_object); !bad.ok()) {
       ::close(l.fd);
       out->push_back(bad);
       continue;
@@ -143,7 +142,8 @@ absl::StatusOr<ShortCircuitClient::StatAnswer> ShortCircuitClient::Stat(
 }
 
 absl::Status ShortCircuitClient::CheckGrant(const Lease& lease,
-                                            const BlockId* asked) {
+                                            const BlockId* asked,
+                                            bool whole_object) {
   struct stat st;
   if (::fstat(lease.fd, &st) != 0) {
     return absl::InternalError(absl::StrCat(
@@ -152,7 +152,8 @@ absl::Status ShortCircuitClient::CheckGrant(const Lease& lease,
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (!S_ISREG(st.st_mode) || lease.offset > size ||
       lease.length > size - lease.offset ||
-      (asked != nullptr && lease.length != asked->length())) {
+      (asked != nullptr &&
+       lease.length != (whole_object ? asked->object_size : asked->length()))) {
     return absl::InternalError(absl::StrCat(
         "short-circuit grant of ", lease.length, " bytes at ", lease.offset,
         " does not fit its ", size, "-byte memfd or the block asked for"));
@@ -167,16 +168,22 @@ absl::StatusOr<ShortCircuitClient::Lease> ShortCircuitClient::Open(
 }
 
 std::vector<absl::StatusOr<ShortCircuitClient::Lease>>
-ShortCircuitClient::OpenBatch(const std::vector<BlockId>& ids,
-                              absl::Duration lease) {
+ShortCircuitClient::OpenChunks(const std::vector<BlockId>& ids,
+                               absl::Duration lease, bool whole_object) {
   std::vector<absl::StatusOr<Lease>> out;
   out.reserve(ids.size());
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < ids.size(); i += kMaxFramesFds) {
     OpenChunk(ids.data() + i, std::min(kMaxFramesFds, ids.size() - i), lease,
-              &out);
+              &out, whole_object);
   }
   return out;
+}
+
+std::vector<absl::StatusOr<ShortCircuitClient::Lease>>
+ShortCircuitClient::OpenBatch(const std::vector<BlockId>& ids,
+                              absl::Duration lease) {
+  return OpenChunks(ids, lease, /*whole_object=*/false);
 }
 
 absl::StatusOr<ShortCircuitClient::Lease> ShortCircuitClient::OpenObject(
@@ -185,6 +192,12 @@ absl::StatusOr<ShortCircuitClient::Lease> ShortCircuitClient::OpenObject(
   absl::MutexLock lock(&mu_);
   OpenChunk(&id, 1, absl::ZeroDuration(), &out, /*whole_object=*/true);
   return std::move(out[0]);
+}
+
+std::vector<absl::StatusOr<ShortCircuitClient::Lease>>
+ShortCircuitClient::OpenObjects(const std::vector<BlockId>& ids,
+                                absl::Duration lease) {
+  return OpenChunks(ids, lease, /*whole_object=*/true);
 }
 
 absl::Status ShortCircuitClient::Release(Lease& lease) {

@@ -63,6 +63,11 @@ class ShortCircuitClient {
   // FailedPrecondition (not every block is in the worker's RAM, or the
   // worker keeps the object block by block), Unavailable (worker gone).
   absl::StatusOr<Lease> OpenObject(const BlockId& id);
+  // OpenObject for several objects (each named by one of its blocks), in
+  // one exchange per 64, leased for `lease`. Results are in the order of
+  // `ids`.
+  std::vector<absl::StatusOr<Lease>> OpenObjects(
+      const std::vector<BlockId>& ids, absl::Duration lease);
 
   // The answer of the node metadata cache (the worker's) about cluster
   // path `path`: `status` OK with `response`, or NotFound (an answer too),
@@ -97,14 +102,22 @@ class ShortCircuitClient {
 
  private:
   explicit ShortCircuitClient(int sock) : sock_(sock) {}
+  // OpenBatch (or OpenObjects, `whole_object`): one exchange per
+  // kMaxFramesFds.
+  std::vector<absl::StatusOr<Lease>> OpenChunks(const std::vector<BlockId>& ids,
+                                                absl::Duration lease,
+                                                bool whole_object)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // One OPEN exchange for at most kMaxFramesFds blocks, appended to `out`.
   void OpenChunk(const BlockId* ids, size_t n, absl::Duration lease,
                  std::vector<absl::StatusOr<Lease>>* out,
                  bool whole_object = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Internal unless the granted range lies within its descriptor's file and
-  // (when `asked` is given) is as long as the block asked for: a worker's
-  // grant is checked before a byte is mapped or read through it.
-  static absl::Status CheckGrant(const Lease& lease, const BlockId* asked);
+  // (when `asked` is given) is as long as the block asked for, or as its
+  // object for a `whole_object` grant: a worker's grant is checked before a
+  // byte is mapped or read through it.
+  static absl::Status CheckGrant(const Lease& lease, const BlockId* asked,
+                                 bool whole_object = false);
   // Sends one frame whole (a RELEASE may go out while another thread waits
   // for an answer on the connection: it has none, and the worker reads it
   // after the request before it).

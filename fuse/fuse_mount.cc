@@ -116,6 +116,8 @@ class FuseMount::Fs {
   KernelChannel channel_;
   KernelNotifier notifier_;
   std::string resolved_mountpoint_;
+  // Before ops_, which uses it; after client_ and inodes_, which it uses.
+  std::unique_ptr<LeaseAhead> lease_ahead_;
   std::unique_ptr<FuseOps> ops_;  // The session's userdata.
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
@@ -188,8 +190,25 @@ absl::Status FuseMount::Fs::Mount() {
   RaiseMaxPagesLimit(options_.max_read);
   // A passthrough file kept between opens holds a descriptor (the worker's
   // memfd): half of what the limit allows, at most 65,536.
+  const uint64_t fd_limit = RaiseFdLimit();
   backing_.set_max_kept(
-      static_cast<size_t>(std::min<uint64_t>(65536, RaiseFdLimit() / 2)));
+      static_cast<size_t>(std::min<uint64_t>(65536, fd_limit / 2)));
+  lease_ahead_ = std::make_unique<LeaseAhead>(
+      LeaseAhead::Options{
+          .capacity = options_.passthrough
+                          ? static_cast<size_t>(std::min<uint64_t>(
+                                options_.lease_ahead, fd_limit / 4))
+                          : 0,
+          .keep = options_.lease_ahead_keep,
+          .min_size = options_.passthrough_min_size,
+          .has_backing =
+              [this](const std::string& path) {
+                const uint64_t ino = inodes_.Find(path);
+                std::shared_ptr<Inode> inode =
+                    ino == 0 ? nullptr : inodes_.Get(ino);
+                return inode != nullptr && inode->has_backing();
+              }},
+      *client_);
   backing_.set_keep(options_.passthrough_keep);
   std::string opts =
       absl::StrCat("fsname=larder,subtype=larder,default_permissions,max_read=",
@@ -200,8 +219,9 @@ absl::Status FuseMount::Fs::Mount() {
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
-  ops_ = std::make_unique<FuseOps>(options_, *client_, inodes_, metrics_,
-                                   channel_, backing_, resolved_mountpoint_);
+  ops_ =
+      std::make_unique<FuseOps>(options_, *client_, inodes_, metrics_, channel_,
+                                backing_, *lease_ahead_, resolved_mountpoint_);
   session_ = fuse_session_new(&args, &FuseOps::Operations(),
                               sizeof(fuse_lowlevel_ops), ops_.get());
   fuse_opt_free_args(&args);
@@ -226,7 +246,10 @@ absl::Status FuseMount::Fs::Mount() {
     OpsServer::Options o;
     o.listen = options_.ops_listen;
     o.registry = registry_;
-    o.before_scrape = [this] { metrics_.Update(client_->stats()); };
+    o.before_scrape = [this] {
+      metrics_.Update(client_->stats());
+      metrics_.UpdateLeaseAhead(lease_ahead_->counters(), lease_ahead_->held());
+    };
     LARDER_ASSIGN_OR_RETURN(ops_server_, OpsServer::Start(std::move(o)));
   }
   LARDER_LOG(INFO, "fuse.mounted")

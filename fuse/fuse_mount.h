@@ -87,6 +87,13 @@ struct FuseOptions {
   // the worker: an epoch that opens it again pays no round trip. Default
   // 20 s; at most 25 s (the worker's lease is 30 s); 0 = closed at once.
   absl::Duration passthrough_keep = absl::Seconds(20);
+  // Passthrough objects leased from the worker ahead of their opens
+  // (lease_ahead.h), in batches of a directory's files: an open of a file
+  // leased ahead costs no exchange with the worker. At most this many held
+  // (each a descriptor; at most a quarter of the descriptor limit); 0: off.
+  size_t lease_ahead = 4096;
+  // An object leased ahead and not opened within this is given back.
+  absl::Duration lease_ahead_keep = absl::Seconds(10);
   // Kernel readahead window for the mount (bdi read_ahead_kb), bytes; 0
   // leaves the kernel default.
   uint64_t read_ahead = 8 << 20;

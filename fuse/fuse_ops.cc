@@ -350,6 +350,9 @@ void FuseOps::DoReaddir(fuse_req_t req, size_t size, off_t off,
                         fuse_file_info* fi, bool plus) {
   OpScope scope(metrics_, plus ? kReaddirplus : kReaddir);
   auto* d = reinterpret_cast<DirHandle*>(fi->fh);
+  // A directory being listed: its first files are leased for the opens
+  // that often follow (a walk of the directory).
+  if (off == 0 && !d->local && backing_.enabled()) ahead_.WantDir(d->path);
   std::vector<char> buf(size);
   absl::StatusOr<size_t> used;
   {
@@ -437,11 +440,27 @@ void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto* f = new OpenFile{std::move(*file), std::move(inode)};
   // Passthrough for the files the local worker holds whole in RAM (from
   // --passthrough_min_size up); not O_DIRECT, which memfds do not take.
-  absl::StatusOr<int> backing = f->inode->AttachOpen(
-      f->file->info().version,
+  const bool may_pass =
       !(fi->flags & O_DIRECT) &&
-          f->file->info().size >= fs->options_.passthrough_min_size,
-      fs->backing_, [f] { return f->file->OpenLocalObject(); });
+      f->file->info().size >= fs->options_.passthrough_min_size;
+  // The object comes leased ahead when it can (no exchange with the
+  // worker); else it is asked for with the files after it. Outside the
+  // inode's lock (leasing looks at other inodes).
+  std::optional<absl::StatusOr<LocalSlice>> object;
+  if (may_pass && fs->backing_.enabled() && !f->inode->has_backing()) {
+    if (std::optional<LocalSlice> ahead =
+            fs->ahead_.Take(f->inode->path, f->file->info().version)) {
+      object = *std::move(ahead);
+    } else {
+      object = fs->ahead_.LeaseAround(f->inode->path, *f->file);
+    }
+  }
+  absl::StatusOr<int> backing =
+      f->inode->AttachOpen(f->file->info().version, may_pass, fs->backing_,
+                           [f, &object]() -> absl::StatusOr<LocalSlice> {
+                             if (object) return *std::move(object);
+                             return f->file->OpenLocalObject();
+                           });
   if (!backing.ok()) {
     fs->ReplyError(req, scope, "open", f->file->info().path, backing.status());
     delete f;

@@ -45,6 +45,7 @@
 #include "fuse/fuse_mount.h"
 #include "fuse/inode_table.h"
 #include "fuse/kernel_channel.h"
+#include "fuse/lease_ahead.h"
 #include "fuse/libfuse.h"
 #include "fuse/local_dirs.h"
 #include "fuse/metrics.h"
@@ -58,13 +59,14 @@ class FuseOps {
   // `mountpoint`: the resolved mount point (its bdi is tuned after INIT).
   FuseOps(const FuseOptions& options, Client& client, InodeTable& inodes,
           FuseMetrics& metrics, KernelChannel& channel, BackingFiles& backing,
-          std::string mountpoint)
+          LeaseAhead& ahead, std::string mountpoint)
       : options_(options),
         client_(client),
         inodes_(inodes),
         metrics_(metrics),
         channel_(channel),
         backing_(backing),
+        ahead_(ahead),
         mountpoint_(std::move(mountpoint)) {}
   FuseOps(const FuseOps&) = delete;
   FuseOps& operator=(const FuseOps&) = delete;
@@ -182,6 +184,7 @@ class FuseOps {
   FuseMetrics& metrics_;
   KernelChannel& channel_;
   BackingFiles& backing_;
+  LeaseAhead& ahead_;
   const std::string mountpoint_;
   fuse_session* session_ = nullptr;
   const uid_t uid_ = ::getuid();

@@ -23,6 +23,7 @@
 #ifndef LARDER_FUSE_INODE_TABLE_H_
 #define LARDER_FUSE_INODE_TABLE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -74,6 +75,9 @@ class Inode : public std::enable_shared_from_this<Inode> {
   // Closes the backing file if it is kept with no open and its time is up
   // (or `now` is InfiniteFuture). Called by BackingFiles's sweep.
   void DropKept(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a backing file is set up (open, or kept after its last open).
+  // Without the lock: callers may hold another inode's.
+  bool has_backing() const { return has_backing_.load(); }
 
  private:
   friend class InodeTable;
@@ -87,6 +91,7 @@ class Inode : public std::enable_shared_from_this<Inode> {
   // version lent, the opens using it, and the lent memfd (its hold keeps the
   // worker's lease on the object's blocks).
   int backing_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> has_backing_{false};  // backing_id_ > 0.
   std::string backing_version_ ABSL_GUARDED_BY(mu_);
   int backing_opens_ ABSL_GUARDED_BY(mu_) = 0;
   LocalSlice backing_object_ ABSL_GUARDED_BY(mu_);

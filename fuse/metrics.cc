@@ -54,6 +54,24 @@ FuseMetrics::FuseMetrics(prometheus::Registry& r) {
                "(their reads bypass the daemon)")
            .Register(r)
            .Add({});
+  auto& ahead =
+      prometheus::BuildCounter()
+          .Name("larder_fuse_lease_ahead_total")
+          .Help(
+              "Objects leased from the local worker ahead of their opens, by "
+              "what became of them: leased (granted), used (an open took "
+              "it), expired (given back unopened), refused (not granted: "
+              "not whole in the worker's RAM)")
+          .Register(r);
+  ahead_leased = &ahead.Add({{"result", "leased"}});
+  ahead_used = &ahead.Add({{"result", "used"}});
+  ahead_expired = &ahead.Add({{"result", "expired"}});
+  ahead_refused = &ahead.Add({{"result", "refused"}});
+  ahead_held = &prometheus::BuildGauge()
+                    .Name("larder_fuse_lease_ahead_held")
+                    .Help("Objects leased ahead and not yet opened")
+                    .Register(r)
+                    .Add({});
   inodes = &prometheus::BuildGauge()
                 .Name("larder_fuse_inodes")
                 .Help("Inodes the kernel holds references to")
@@ -96,19 +114,36 @@ FuseMetrics::FuseMetrics(prometheus::Registry& r) {
                     .Add({});
 }
 
+namespace {
+
+// Adds to `c` what counter `now` gained since `last`, and notes it.
+void AddSince(prometheus::Counter* c, uint64_t now, uint64_t& last) {
+  if (now > last) c->Increment(static_cast<double>(now - last));
+  last = now;
+}
+
+}  // namespace
+
 void FuseMetrics::Update(const ClientStats& now) {
   absl::MutexLock lock(&mu);
-  auto add = [](prometheus::Counter* c, uint64_t now, uint64_t& last) {
-    if (now > last) c->Increment(static_cast<double>(now - last));
-    last = now;
-  };
-  add(meta_hits, now.metadata_hits, last.metadata_hits);
-  add(meta_misses, now.metadata_misses, last.metadata_misses);
-  add(meta_stale, now.metadata_stale_served, last.metadata_stale_served);
-  add(meta_evictions, now.metadata_evictions, last.metadata_evictions);
-  add(meta_invalidated, now.metadata_invalidated, last.metadata_invalidated);
+  AddSince(meta_hits, now.metadata_hits, last.metadata_hits);
+  AddSince(meta_misses, now.metadata_misses, last.metadata_misses);
+  AddSince(meta_stale, now.metadata_stale_served, last.metadata_stale_served);
+  AddSince(meta_evictions, now.metadata_evictions, last.metadata_evictions);
+  AddSince(meta_invalidated, now.metadata_invalidated,
+           last.metadata_invalidated);
   meta_entries->Set(static_cast<double>(now.metadata_entries));
   meta_bytes->Set(static_cast<double>(now.metadata_bytes));
+}
+
+void FuseMetrics::UpdateLeaseAhead(const LeaseAhead::Counters& now,
+                                   size_t held) {
+  absl::MutexLock lock(&mu);
+  AddSince(ahead_leased, now.leased, last_ahead.leased);
+  AddSince(ahead_used, now.used, last_ahead.used);
+  AddSince(ahead_expired, now.expired, last_ahead.expired);
+  AddSince(ahead_refused, now.refused, last_ahead.refused);
+  ahead_held->Set(static_cast<double>(held));
 }
 
 OpScope::OpScope(FuseMetrics& metrics, FuseOp op)

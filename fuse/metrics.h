@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "fuse/lease_ahead.h"
 #include "larder/client.h"
 
 namespace larder {
@@ -57,6 +58,9 @@ struct FuseMetrics {
 
   // Moves the client's metadata counters to their series.
   void Update(const ClientStats& now) ABSL_LOCKS_EXCLUDED(mu);
+  // Moves the counters of objects leased ahead (LeaseAhead) to theirs.
+  void UpdateLeaseAhead(const LeaseAhead::Counters& now, size_t held)
+      ABSL_LOCKS_EXCLUDED(mu);
 
   std::array<prometheus::Counter*, kOpCount> ops{}, errors{};
   std::array<prometheus::Histogram*, kOpCount> latency{};
@@ -67,8 +71,12 @@ struct FuseMetrics {
   prometheus::Counter *meta_hits, *meta_misses, *meta_stale, *meta_evictions,
       *meta_invalidated;
   prometheus::Gauge *meta_entries, *meta_bytes;
+  prometheus::Counter *ahead_leased, *ahead_used, *ahead_expired,
+      *ahead_refused;
+  prometheus::Gauge* ahead_held;
   absl::Mutex mu;
   ClientStats last ABSL_GUARDED_BY(mu);  // At the previous scrape.
+  LeaseAhead::Counters last_ahead ABSL_GUARDED_BY(mu);
 };
 
 // Counts one request (as it starts: a reader that got its reply sees it

@@ -95,6 +95,7 @@ void Inode::CloseBacking(BackingFiles& backing) {
   if (kept_by_ != nullptr) backing.Unkept();
   kept_by_ = nullptr;
   backing_id_ = 0;
+  has_backing_ = false;
   backing_object_ = LocalSlice{};  // Gives the worker's lease back.
 }
 
@@ -137,6 +138,7 @@ absl::StatusOr<int> Inode::AttachOpen(
       absl::StatusOr<int> id = backing.Open(object->fd);
       if (id.ok()) {
         backing_id_ = *id;
+        has_backing_ = true;
         backing_version_ = version;
         backing_opens_ = 1;
         backing_object_ = *std::move(object);
@@ -170,6 +172,7 @@ void Inode::DetachOpen(bool passthrough, BackingFiles& backing) {
   }
   backing.Close(backing_id_, path);
   backing_id_ = 0;
+  has_backing_ = false;
   backing_object_ = LocalSlice{};  // Gives the worker's lease back.
 }
 

@@ -407,6 +407,112 @@ TEST_F(FuseTest, APassthroughFileIsKeptForTheNextOpen) {
       << leases() << " leases, " << before << " before";
 }
 
+// Files are leased from the worker ahead of their opens, in batches: after
+// a listing, a walk of the directory opens every file without an exchange
+// with the worker. A file replaced meanwhile is not served from its old
+// lease, an object not opened in time goes back, and the bounds hold.
+TEST_F(FuseTest, FilesAreLeasedAheadOfTheirOpens) {
+  workers_[1]->Kill(SIGKILL);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Larder("ring").out.find("1 workers") != std::string::npos; },
+      absl::Seconds(20)));
+  constexpr int kFiles = 12;
+  std::map<std::string, std::string> many;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string rel = absl::StrCat("many/f", 10 + i, ".bin");
+    many[rel] = PatternBytes(20000 + 1000 * i, 100 + i);
+    ASSERT_TRUE(store_->Put(rel, many[rel]).ok());
+  }
+  ASSERT_EQ(Larder("load /datasets/ds/many").code, 0);
+  auto fuse = Mount({"--passthrough_keep=0s", "--lease_ahead_keep=6s"});
+  ASSERT_NE(fuse, nullptr);
+  std::string dir = fuse->mountpoint() + "/datasets/ds/many";
+  auto metric = [&](const std::string& series) {
+    return fuse->Metric(series).value_or(-1);
+  };
+  auto ahead = [&](const char* result) {
+    return metric(
+        absl::StrCat("larder_fuse_lease_ahead_total{result=\"", result, "\"}"));
+  };
+  const std::string kHeld = "larder_fuse_lease_ahead_held";
+  const std::string kPassthrough = "larder_fuse_passthrough_opens_total";
+  const std::string kLeases = "larder_worker_short_circuit_leases";
+  auto leases = [&] { return workers_[0]->Metric(kLeases).value_or(-1); };
+  const double idle_leases = leases();
+
+  // An open that finds nothing leased asks for its file and the next ones
+  // of its directory (wrapping) in the same exchange.
+  EXPECT_EQ(ReadAll(dir + "/f15.bin").value_or(""), many["many/f15.bin"]);
+  EXPECT_EQ(metric(kHeld), kFiles - 1);
+  EXPECT_EQ(ahead("leased"), kFiles - 1);
+  EXPECT_EQ(ahead("used"), 0);
+
+  // A listing leases the directory's files; the walk that follows takes
+  // every one of them.
+  ASSERT_EQ(Sh("ls " + dir).code, 0);
+  ASSERT_TRUE(testing::WaitFor([&] { return metric(kHeld) == kFiles; },
+                               absl::Seconds(10)))
+      << metric(kHeld) << " held";
+  EXPECT_EQ(leases(), idle_leases + kFiles);
+  const double used = ahead("used");
+  for (const auto& [rel, bytes] : many)
+    EXPECT_EQ(ReadAll(fuse->mountpoint() + "/datasets/ds/" + rel).value_or(""),
+              bytes)
+        << rel;
+  EXPECT_EQ(ahead("used"), used + kFiles);
+  EXPECT_EQ(metric(kPassthrough), kFiles + 1);
+  EXPECT_EQ(metric(kHeld), 0);
+  // Closed (passthrough_keep 0): every lease went back to the worker.
+  EXPECT_TRUE(testing::WaitFor([&] { return leases() == idle_leases; },
+                               absl::Seconds(5)))
+      << leases() << " leases, " << idle_leases << " idle";
+
+  // Leased, then replaced in the store: once the mount sees the new
+  // version (its size), the open reads the new bytes, and the old
+  // version's lease goes back unused.
+  ASSERT_EQ(Sh("ls " + dir).code, 0);
+  ASSERT_TRUE(testing::WaitFor([&] { return metric(kHeld) == kFiles; },
+                               absl::Seconds(10)));
+  const double expired = ahead("expired");
+  const std::string replaced = PatternBytes(31111, 7);
+  ASSERT_TRUE(store_->Put("many/f10.bin", replaced).ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Sh("stat -c %s " + dir + "/f10.bin").out == "31111\n"; },
+      absl::Seconds(10)));
+  EXPECT_EQ(ReadAll(dir + "/f10.bin").value_or(""), replaced);
+  EXPECT_EQ(ahead("expired"), expired + 1);
+  // Not opened within --lease_ahead_keep: given back (the lease of the new
+  // version's read, if any, is the daemon's own, kept a few seconds).
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return metric(kHeld) == 0; }, absl::Seconds(10)))
+      << metric(kHeld) << " held";
+  EXPECT_EQ(ahead("expired"), expired + kFiles);
+  fuse.reset();
+
+  // At most --lease_ahead objects held; 0 turns it off.
+  fuse = Mount({"--passthrough_keep=0s", "--lease_ahead=5"});
+  ASSERT_NE(fuse, nullptr);
+  dir = fuse->mountpoint() + "/datasets/ds/many";
+  ASSERT_EQ(Sh("ls " + dir).code, 0);
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return metric(kHeld) == 5; }, absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(metric(kHeld), 5);
+  fuse.reset();
+  // The daemon gone, every lease it held went back.
+  EXPECT_TRUE(testing::WaitFor([&] { return leases() == idle_leases; },
+                               absl::Seconds(15)))
+      << leases() << " leases, " << idle_leases << " idle";
+  fuse = Mount({"--lease_ahead=0"});
+  ASSERT_NE(fuse, nullptr);
+  dir = fuse->mountpoint() + "/datasets/ds/many";
+  ASSERT_EQ(Sh("ls " + dir).code, 0);
+  EXPECT_EQ(ReadAll(dir + "/f11.bin").value_or(""), many["many/f11.bin"]);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(metric(kHeld), 0);
+  EXPECT_EQ(ahead("leased"), 0);
+}
+
 TEST_F(FuseTest, PassthroughReadsALargeFileFromTheWorkersMemfd) {
   // One worker, so that it owns every block of the file.
   workers_[1]->Kill(SIGKILL);
@@ -864,10 +970,11 @@ TEST_F(FuseTest, PyTorchDataLoaderTwoEpochs) {
   std::vector<std::string> metrics;
   for (auto& w : workers_)
     metrics.push_back(absl::StrCat("http://127.0.0.1:", w->metrics_port()));
-  Shell r = Sh(absl::StrCat("/usr/bin/python3 ", testing::SourceDir(),
-                            "/tests/fuse_dataloader_test.py ",
-                            fuse->mountpoint(), "/datasets/ds/images 2000 ",
-                            absl::StrJoin(metrics, ",")));
+  Shell r =
+      Sh(absl::StrCat("/usr/bin/python3 ", testing::SourceDir(),
+                      "/tests/fuse_dataloader_test.py ", fuse->mountpoint(),
+                      "/datasets/ds/images 2000 ", absl::StrJoin(metrics, ","),
+                      " http://127.0.0.1:", fuse->metrics_port()));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("epoch 2: 2000 samples verified"));
   EXPECT_THAT(r.out, HasSubstr("epoch 2 misses: 0"));

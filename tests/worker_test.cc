@@ -640,6 +640,59 @@ TEST_F(WorkerTest, AWrongObjectSizeIsRefusedAndChangesNothing) {
   EXPECT_EQ(*worker->Metric("larder_worker_checksum_failures_total"), 0);
 }
 
+// EXPORT lends several objects in one exchange (a FUSE daemon leasing the
+// files it expects to open): one grant per object named, in order, each
+// checked against the object asked for; past 64 the client splits them.
+TEST_F(WorkerTest, ObjectsAreExportedInBatches) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address());
+  ASSERT_TRUE(ReadAllGrpc(client) == data_);  // In RAM now.
+  auto sc = ShortCircuitClient::Connect(worker->socket_path());
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  BlockId longer = Block(0);
+  longer.object_size = kObjectSize + 5;
+  BlockId absent = Block(0);
+  absent.path = "absent.bin";
+  const std::string kLeases = "larder_worker_short_circuit_leases";
+  const double idle = worker->Metric(kLeases).value_or(-1);
+  std::vector<ShortCircuitClient::Lease> granted;
+  {
+    std::vector<absl::StatusOr<ShortCircuitClient::Lease>> r =
+        (*sc)->OpenObjects({Block(0), longer, Block(2), absent, Block(1)},
+                           absl::Seconds(5));
+    ASSERT_EQ(r.size(), 5u);
+    EXPECT_EQ(r[1].status().code(), absl::StatusCode::kFailedPrecondition)
+        << r[1].status();
+    EXPECT_EQ(r[3].status().code(), absl::StatusCode::kFailedPrecondition)
+        << r[3].status();
+    for (int k : {0, 2, 4}) {
+      ASSERT_TRUE(r[k].ok()) << k << ": " << r[k].status();
+      EXPECT_EQ(r[k]->offset, 0u);
+      ASSERT_EQ(r[k]->length, kObjectSize);
+      std::string bytes(kObjectSize, '\0');
+      ASSERT_EQ(::pread(r[k]->fd, bytes.data(), bytes.size(), 0),
+                static_cast<ssize_t>(kObjectSize));
+      EXPECT_TRUE(bytes == data_) << k;
+      granted.push_back(*r[k]);
+    }
+  }
+  // 70 in two exchanges, all granted.
+  std::vector<absl::StatusOr<ShortCircuitClient::Lease>> many =
+      (*sc)->OpenObjects(std::vector<BlockId>(70, Block(1)), absl::Seconds(5));
+  ASSERT_EQ(many.size(), 70u);
+  for (auto& l : many) {
+    ASSERT_TRUE(l.ok()) << l.status();
+    granted.push_back(*l);
+  }
+  EXPECT_GT(worker->Metric(kLeases).value_or(-1), idle);
+  ASSERT_TRUE((*sc)->ReleaseBatch(granted).ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return worker->Metric(kLeases).value_or(-1) == idle; },
+      absl::Seconds(5)))
+      << worker->Metric(kLeases).value_or(-1) << " leases, " << idle << " idle";
+}
+
 TEST_F(WorkerTest, VersionsAreValidatedAndRequired) {
   auto worker = StartWorker();
   ASSERT_NE(worker, nullptr);

@@ -175,7 +175,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
     v1::ShortCircuitResponse resp;
     std::vector<std::shared_ptr<const Block>>
         hold;  // Keeps the fds valid until sent.
-    std::shared_ptr<const void> object_hold;
+    std::vector<std::shared_ptr<const void>> object_holds;
     std::vector<int> fds;
     if (!req.ParseFromString(frame)) {
       resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -196,22 +196,29 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
       Stat(peer, req, &resp);
     } else if (req.op() == v1::ShortCircuitRequest::EXPORT) {
       // An export is a lease like OPEN's: it ends at RELEASE, when the
-      // connection closes, or when its duration runs out.
+      // connection closes, or when its duration runs out. One grant per
+      // block named, each the whole object of that block (a FUSE daemon
+      // leases the files it expects to open in one exchange).
       const absl::Duration lease = LeaseDuration(req);
-      v1::ShortCircuitGrant* g = resp.add_grants();
-      const BlockId id =
-          req.blocks_size() == 1 ? FromProto(req.blocks(0)) : BlockId{};
-      absl::Status allowed =
-          req.blocks_size() == 1
-              ? MayRead(peer, id)
-              : absl::InvalidArgumentError("EXPORT names one block");
-      absl::StatusOr<BlockStore::Export> object =
-          allowed.ok() ? store_->ExportObject(id, absl::Now() + lease)
-                       : allowed;
-      if (!object.ok()) {
-        g->set_code(static_cast<int>(object.status().code()));
-        g->set_message(std::string(object.status().message()));
-      } else {
+      if (req.blocks_size() == 0 ||
+          static_cast<size_t>(req.blocks_size()) > kMaxFramesFds) {
+        resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+        resp.set_message(absl::StrCat("EXPORT names ", req.blocks_size(),
+                                      " objects; 1 to ", kMaxFramesFds,
+                                      " allowed"));
+      }
+      for (int k = 0; resp.code() == 0 && k < req.blocks_size(); ++k) {
+        v1::ShortCircuitGrant* g = resp.add_grants();
+        const BlockId id = FromProto(req.blocks(k));
+        absl::Status allowed = MayRead(peer, id);
+        absl::StatusOr<BlockStore::Export> object =
+            allowed.ok() ? store_->ExportObject(id, absl::Now() + lease)
+                         : allowed;
+        if (!object.ok()) {
+          g->set_code(static_cast<int>(object.status().code()));
+          g->set_message(RedactSecrets(object.status().message()));
+          continue;
+        }
         exports[next_lease] = id;
         g->set_lease_id(next_lease++);
         g->set_lease_ms(
@@ -222,7 +229,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
         fds.push_back(object->fd);
         CountServed(metrics_, BlockSource::kRam, object->size,
                     ServePath::kShortCircuit);
-        object_hold = std::move(object->hold);
+        object_holds.push_back(std::move(object->hold));
       }
     } else if (req.blocks_size() == 0 ||
                static_cast<size_t>(req.blocks_size()) > kMaxFramesFds) {

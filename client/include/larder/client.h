@@ -346,6 +346,14 @@ class Client {
   // this client.
   virtual std::unique_ptr<FileBatch> ReadBatch(
       absl::Span<File* const> files) = 0;
+  // File::OpenLocalObject for several files at once (a FUSE daemon leasing
+  // the files it expects to open): one exchange per 64 files with the
+  // worker on this node, each object leased for `lease` (at most the
+  // worker's limit, 60 s) or until its hold is dropped. One
+  // result per file, in order, with OpenLocalObject's errors. `files` were
+  // opened by this client.
+  virtual std::vector<absl::StatusOr<LocalSlice>> OpenLocalObjects(
+      absl::Span<File* const> files, absl::Duration lease) = 0;
   // ReadBatch, with every file copied into its buffer (exactly its size).
   // One status per file, in order.
   virtual std::vector<absl::Status> ReadFiles(
