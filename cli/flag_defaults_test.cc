@@ -24,6 +24,8 @@ ABSL_DECLARE_FLAG(std::string, direct_io_min_size);
 ABSL_DECLARE_FLAG(bool, passthrough);
 ABSL_DECLARE_FLAG(absl::Duration, passthrough_keep);
 ABSL_DECLARE_FLAG(std::string, passthrough_min_size);
+ABSL_DECLARE_FLAG(int, lease_ahead);
+ABSL_DECLARE_FLAG(absl::Duration, lease_ahead_keep);
 ABSL_DECLARE_FLAG(std::string, kernel_read_ahead);
 ABSL_DECLARE_FLAG(int, fuse_threads);
 ABSL_DECLARE_FLAG(bool, allow_other);
@@ -70,6 +72,9 @@ TEST(FlagDefaultsTest, FuseFlagsStartFromFuseOptions) {
   EXPECT_EQ(absl::GetFlag(FLAGS_passthrough_keep), o.passthrough_keep);
   EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_passthrough_min_size)),
             o.passthrough_min_size);
+  EXPECT_EQ(static_cast<size_t>(absl::GetFlag(FLAGS_lease_ahead)),
+            o.lease_ahead);
+  EXPECT_EQ(absl::GetFlag(FLAGS_lease_ahead_keep), o.lease_ahead_keep);
   EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_kernel_read_ahead)), o.read_ahead);
   EXPECT_EQ(absl::GetFlag(FLAGS_fuse_threads), o.max_threads);
   EXPECT_EQ(absl::GetFlag(FLAGS_allow_other), o.allow_other);
