@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/grpc_status.h"
@@ -30,6 +31,7 @@
 #include "fuse/kernel_notifier.h"
 #include "fuse/libfuse.h"
 #include "fuse/metrics.h"
+#include "fuse/mount_watchdog.h"
 #include "fuse/passthrough.h"
 #include "fuse/uring_channel.h"
 
@@ -234,6 +236,21 @@ absl::Status FuseMount::Fs::Mount() {
         " (is /dev/fuse there and fusermount3 installed? see the log above)"));
   }
   mounted_ = true;
+  // fusermount3's auto_unmount leaves the mount of a daemon killed with
+  // SIGKILL behind when its requests went through io_uring: a watchdog
+  // process unmounts it (mount_watchdog.h).
+  if (options_.auto_unmount && options_.channel != "classic") {
+    std::optional<MountInfo> m = FindMount(resolved_mountpoint_);
+    absl::Status st =
+        m && absl::StartsWith(m->type, "fuse")
+            ? StartMountWatchdog(resolved_mountpoint_, m->device)
+            : absl::NotFoundError("the new mount is not in mountinfo");
+    if (!st.ok()) {
+      LARDER_LOG(WARNING, "fuse.no_watchdog")
+          .Field("mountpoint", options_.mountpoint)
+          .Field("status", st);
+    }
+  }
   ops_->set_session(session_);
   backing_.set_device(fuse_session_fd(session_));
   notifier_.Start(session_);

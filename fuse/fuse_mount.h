@@ -106,12 +106,12 @@ struct FuseOptions {
   // daemon logs which it runs (fuse.channel). Not the default: on the
   // 2-core VM it served warm small files at 12-13% of the page cache
   // against 18-22% for classic (a request is served on its CPU's queue,
-  // beside the reader that made it), and a daemon killed with SIGKILL left
-  // its mount behind (the rings keep the connection open).
+  // beside the reader that made it).
   std::string channel = "classic";
   // Let every user (training pods run as non-root) read the mount.
   bool allow_other = true;
-  // Unmount by fusermount3 if the daemon dies.
+  // Unmount by fusermount3 if the daemon dies (over io_uring, by a
+  // watchdog process too: mount_watchdog.h).
   bool auto_unmount = true;
   // Entries per master List call for readdir (the daemon holds one page per
   // open directory).

@@ -28,10 +28,9 @@
 // passthrough): 12-13% of the page cache against 18-22% for /dev/fuse,
 // whatever the threads per queue (1, 2, 8): a request is served on the
 // queue of the CPU its reader runs on, so reader and daemon take turns on
-// one core. And a daemon killed with SIGKILL leaves its mount behind on
-// Linux 6.18: the rings keep the connection open (aborting it through
-// /sys/fs/fuse/connections does not end it either). Hence opt-in
-// (FuseOptions::channel), to be measured on more cores.
+// one core. Hence opt-in (FuseOptions::channel), to be measured on more
+// cores. A daemon killed with SIGKILL is not unmounted by fusermount3 on
+// Linux 6.18 over io_uring: mount_watchdog.h does it.
 //
 //   if (UringChannel::KernelAllows()) ... ask at INIT ...
 //   auto uring = UringChannel::Start(session, fd, {.threads = 32});
