@@ -175,6 +175,11 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     return view_.ListDir(path);
   }
 
+  std::shared_ptr<const std::vector<FileInfo>> CachedListDir(
+      absl::string_view path) override {
+    return view_.CachedListDir(path);
+  }
+
   absl::StatusOr<ListResult> List(absl::string_view path,
                                   absl::string_view page_token, int page_size,
                                   bool recursive) override {

@@ -163,6 +163,16 @@ MetadataView::ListDir(absl::string_view path) {
       });
 }
 
+std::shared_ptr<const NodeMetadataCache::Listing> MetadataView::CachedListDir(
+    absl::string_view path) {
+  absl::StatusOr<std::string> key = NormalizeClusterPath(path);
+  if (!key.ok()) return nullptr;
+  std::optional<NodeMetadataCache::Found<NodeMetadataCache::Listing>> cached =
+      cache_->GetListing(*key);
+  if (!cached || cached->expires <= absl::Now()) return nullptr;
+  return cached->value;
+}
+
 template <typename T>
 absl::StatusOr<T> MetadataView::FetchOrStale(
     const std::string& key, std::optional<T> stale, absl::Time expired,

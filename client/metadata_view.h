@@ -110,6 +110,9 @@ class MetadataView {
   // with the master's List instead).
   absl::StatusOr<std::shared_ptr<const NodeMetadataCache::Listing>> ListDir(
       absl::string_view path);
+  // The cached listing of `path` while fresh, else null: asks nobody.
+  std::shared_ptr<const NodeMetadataCache::Listing> CachedListDir(
+      absl::string_view path);
 
   // The master published (epoch, seq) with its ring: drops what was
   // invalidated since the last one applied (everything after a new epoch)

@@ -69,6 +69,13 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
                       resp.message());
     if (st.code() == absl::StatusCode::kPermissionDenied) refused_ = true;
   }
+  if (st.ok() && whole_object && n > 1 && resp.grants_size() == 1 &&
+      resp.grants(0).code() ==
+          static_cast<int>(absl::StatusCode::kInvalidArgument)) {
+    // A worker from before batched EXPORT: one object per exchange.
+    no_batch_export_ = true;
+    st = absl::UnimplementedError("the worker lends one object per EXPORT");
+  }
   size_t granted = 0;
   for (const auto& g : resp.grants()) granted += g.code() == 0;
   if (st.ok() &&
@@ -151,6 +158,7 @@ absl::Status ShortCircuitClient::CheckGrant(const Lease& lease,
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (!S_ISREG(st.st_mode) || lease.offset > size ||
+      (whole_object && lease.offset != 0) ||
       lease.length > size - lease.offset ||
       (asked != nullptr &&
        lease.length != (whole_object ? asked->object_size : asked->length()))) {
@@ -174,8 +182,15 @@ ShortCircuitClient::OpenChunks(const std::vector<BlockId>& ids,
   out.reserve(ids.size());
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < ids.size(); i += kMaxFramesFds) {
-    OpenChunk(ids.data() + i, std::min(kMaxFramesFds, ids.size() - i), lease,
-              &out, whole_object);
+    const size_t n = std::min(kMaxFramesFds, ids.size() - i);
+    const size_t before = out.size();
+    if (!(whole_object && n > 1 && no_batch_export_))
+      OpenChunk(ids.data() + i, n, lease, &out, whole_object);
+    if (whole_object && n > 1 && no_batch_export_) {
+      out.resize(before);  // Failures only: no descriptor dropped.
+      for (size_t k = 0; k < n; ++k)
+        OpenChunk(ids.data() + i + k, 1, lease, &out, whole_object);
+    }
   }
   return out;
 }

@@ -131,6 +131,9 @@ class ShortCircuitClient {
   // is fetching from the store.
   absl::Mutex send_mu_;
   std::atomic<bool> refused_{false};
+  // The worker answered a batched EXPORT as one from before batches did:
+  // one object per exchange on this connection from then on.
+  bool no_batch_export_ ABSL_GUARDED_BY(mu_) = false;
 
  public:
   // Whether the worker refused this process (its uid/gid is not allowed on

@@ -95,6 +95,7 @@ class FuseMount::Fs {
       StopUring();
       fuse_session_destroy(session_);
     }
+    watchdog_.reset();
   }
 
   absl::Status Mount();
@@ -125,6 +126,9 @@ class FuseMount::Fs {
   bool mounted_ = false;
   std::unique_ptr<OpsServer> ops_server_;
   std::unique_ptr<UringChannel> uring_;
+  // Over io_uring: unmounts the mount if this process dies (ended once
+  // unmounted).
+  std::unique_ptr<MountWatchdog> watchdog_;
 };
 
 void FuseMount::Fs::StartUring() {
@@ -239,16 +243,19 @@ absl::Status FuseMount::Fs::Mount() {
   // fusermount3's auto_unmount leaves the mount of a daemon killed with
   // SIGKILL behind when its requests went through io_uring: a watchdog
   // process unmounts it (mount_watchdog.h).
-  if (options_.auto_unmount && options_.channel != "classic") {
+  if (options_.auto_unmount && options_.channel != "classic" &&
+      UringChannel::KernelAllows()) {
     std::optional<MountInfo> m = FindMount(resolved_mountpoint_);
-    absl::Status st =
+    absl::StatusOr<std::unique_ptr<MountWatchdog>> w =
         m && absl::StartsWith(m->type, "fuse")
-            ? StartMountWatchdog(resolved_mountpoint_, m->device)
+            ? MountWatchdog::Start(resolved_mountpoint_, m->device)
             : absl::NotFoundError("the new mount is not in mountinfo");
-    if (!st.ok()) {
+    if (w.ok()) {
+      watchdog_ = *std::move(w);
+    } else {
       LARDER_LOG(WARNING, "fuse.no_watchdog")
           .Field("mountpoint", options_.mountpoint)
-          .Field("status", st);
+          .Field("status", w.status());
     }
   }
   ops_->set_session(session_);
@@ -301,6 +308,7 @@ absl::Status FuseMount::Fs::Serve() {
   fuse_remove_signal_handlers(session_);
   fuse_session_unmount(session_);
   mounted_ = false;
+  watchdog_.reset();
   StopUring();
   LARDER_LOG(INFO, "fuse.unmounted")
       .Field("mountpoint", options_.mountpoint)

@@ -447,7 +447,8 @@ void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // worker); else it is asked for with the files after it. Outside the
   // inode's lock (leasing looks at other inodes).
   std::optional<absl::StatusOr<LocalSlice>> object;
-  if (may_pass && fs->backing_.enabled() && !f->inode->has_backing()) {
+  if (may_pass && fs->ahead_.enabled() && fs->backing_.enabled() &&
+      !f->inode->has_backing()) {
     if (std::optional<LocalSlice> ahead =
             fs->ahead_.Take(f->inode->path, f->file->info().version)) {
       object = *std::move(ahead);

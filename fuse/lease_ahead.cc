@@ -22,6 +22,10 @@ constexpr size_t kScanPerBatch = 4;
 constexpr int kExpirePerTake = 4;
 // Files leased beside an open that found none leased: one exchange.
 constexpr size_t kSyncBatch = 63;
+// Directories remembered as not worth batching, at most.
+constexpr size_t kMaxFutile = 1024;
+// How long a directory that could not be listed is not batched.
+constexpr absl::Duration kUnlistedFor = absl::Seconds(30);
 
 absl::string_view BaseName(absl::string_view path) {
   const size_t slash = path.rfind('/');
@@ -86,10 +90,46 @@ std::optional<LocalSlice> LeaseAhead::Take(const std::string& path,
 absl::StatusOr<LocalSlice> LeaseAhead::LeaseAround(const std::string& path,
                                                    File& file) {
   if (!enabled()) return file.OpenLocalObject();
+  Want want{ParentClusterPath(path), path, true};
+  bool futile;
+  {
+    absl::MutexLock lock(&mu_);
+    futile = Futile(want.dir, absl::Now());
+  }
+  if (futile) return file.OpenLocalObject();
   std::optional<absl::StatusOr<LocalSlice>> self =
-      Serve(Want{ParentClusterPath(path), path, true}, kSyncBatch, &file);
-  if (!self) return file.OpenLocalObject();
-  return *std::move(self);
+      Serve(want, kSyncBatch, &file);
+  if (!self) {
+    Enqueue(std::move(want));  // Listed in the background.
+    return file.OpenLocalObject();
+  }
+  if (self->ok()) return *std::move(self);
+  const absl::StatusCode code = self->status().code();
+  if (code == absl::StatusCode::kFailedPrecondition ||
+      code == absl::StatusCode::kPermissionDenied) {
+    // Not lent: its directory's files most likely are not either.
+    absl::MutexLock lock(&mu_);
+    NoteFutile(want.dir, absl::Now() + options_.keep);
+    return *std::move(self);
+  }
+  return file.OpenLocalObject();  // The batch failed: once more alone.
+}
+
+bool LeaseAhead::Futile(const std::string& dir, absl::Time now) {
+  auto it = futile_.find(dir);
+  if (it == futile_.end()) return false;
+  if (it->second > now) return true;
+  futile_.erase(it);
+  return false;
+}
+
+void LeaseAhead::NoteFutile(const std::string& dir, absl::Time until) {
+  if (futile_.size() >= kMaxFutile) {
+    const absl::Time now = absl::Now();
+    absl::erase_if(futile_, [&](const auto& e) { return e.second <= now; });
+    if (futile_.size() >= kMaxFutile) futile_.clear();
+  }
+  futile_[dir] = until;
 }
 
 void LeaseAhead::WantDir(const std::string& dir) {
@@ -173,17 +213,31 @@ std::optional<absl::StatusOr<LocalSlice>> LeaseAhead::Serve(const Want& want,
   std::vector<std::unique_ptr<File>> files;
   std::vector<File*> opened;
   if (self != nullptr) opened.push_back(self);
-  absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> listing =
-      client_.ListDir(want.dir);
-  if (!listing.ok()) {
-    // A directory too large to cache (ResourceExhausted), gone, or the
-    // master unreachable: its opens ask the worker one by one.
-    LARDER_LOG(DEBUG, "fuse.lease_ahead.no_listing")
-        .Field("dir", want.dir)
-        .Field("status", listing.status());
-    return std::nullopt;
+  // An open takes only a cached listing; the background thread lists.
+  std::shared_ptr<const std::vector<FileInfo>> listing;
+  if (self != nullptr) {
+    listing = client_.CachedListDir(want.dir);
+    if (listing == nullptr) return std::nullopt;
+  } else {
+    {
+      absl::MutexLock lock(&mu_);
+      if (Futile(want.dir, absl::Now())) return std::nullopt;
+    }
+    absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> listed =
+        client_.ListDir(want.dir);
+    if (!listed.ok()) {
+      // A directory too large to cache (ResourceExhausted), gone, or the
+      // master unreachable: its opens ask the worker one by one for a while.
+      LARDER_LOG(DEBUG, "fuse.lease_ahead.no_listing")
+          .Field("dir", want.dir)
+          .Field("status", listed.status());
+      absl::MutexLock lock(&mu_);
+      NoteFutile(want.dir, absl::Now() + kUnlistedFor);
+      return std::nullopt;
+    }
+    listing = *std::move(listed);
   }
-  const std::vector<FileInfo>& all = **listing;
+  const std::vector<FileInfo>& all = *listing;
   // Sorted by path, all in one directory: by name.
   size_t start = 0;
   if (!want.after.empty()) {
@@ -282,6 +336,16 @@ std::optional<absl::StatusOr<LocalSlice>> LeaseAhead::Serve(const Want& want,
     granted.insert(path);
     last = path;
     ++counters_.leased;
+  }
+  // Taken entries keep their place in order_ until their time: compacted
+  // when it outgrows the table.
+  if (order_.size() > 2 * options_.capacity + 64) {
+    std::erase_if(order_, [&](const std::pair<absl::Time, std::string>& o)
+                              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                auto e = entries_.find(o.second);
+                                return e == entries_.end() ||
+                                       e->second.until != o.first;
+                              });
   }
   // Marked, not granted (or not asked for): no longer being leased.
   for (const Candidate& c : picked) {

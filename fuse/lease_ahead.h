@@ -93,7 +93,11 @@ class LeaseAhead {
   // `file`'s object (File::OpenLocalObject), for an open of cluster path
   // `path` that found none leased: asked for in the same exchange as the
   // next files of its directory's listing (up to 64 in all), which are
-  // leased for the opens that follow. Its errors are OpenLocalObject's.
+  // leased for the opens that follow, when the node's metadata cache holds
+  // that listing (else it is listed in the background: an open never waits
+  // for the master). Its errors are OpenLocalObject's. A directory whose
+  // files the worker did not lend (owned by other nodes, not in its RAM),
+  // or that could not be listed, is not batched for `keep`.
   absl::StatusOr<LocalSlice> LeaseAround(const std::string& path, File& file);
   // Asks (in the background) for the first files of directory `dir` (a
   // readdir of it began).
@@ -126,7 +130,8 @@ class LeaseAhead {
   void Enqueue(Want want) ABSL_LOCKS_EXCLUDED(mu_);
   void Loop();
   // Leases up to `batch` files for `want`; with `self` (the file after
-  // which they come), its object too, in the same exchange, returned.
+  // which they come), its object too, in the same exchange, returned (none:
+  // the listing is not cached; `self` was not asked for).
   std::optional<absl::StatusOr<LocalSlice>> Serve(const Want& want,
                                                   size_t batch,
                                                   File* self = nullptr)
@@ -147,6 +152,12 @@ class LeaseAhead {
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Counters counters_ ABSL_GUARDED_BY(mu_);
+  // Directories not batched until then (see LeaseAround).
+  absl::flat_hash_map<std::string, absl::Time> futile_ ABSL_GUARDED_BY(mu_);
+  bool Futile(const std::string& dir, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteFutile(const std::string& dir, absl::Time until)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of entries_, in flight too.
   // Removes entry `it`, its object to `drop`.
   void Erase(absl::flat_hash_map<std::string, Entry>::iterator it,

@@ -5,6 +5,9 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,12 +55,13 @@ bool FieldIs(const char* begin, const char* end, const std::string& want) {
          std::memcmp(begin, want.data(), want.size()) == 0;
 }
 
-// Whether mountinfo lists a mount of `device` at `mount_point` (escaped):
-// fields 3 and 5 of a line.
-bool Listed(const char* text, size_t size, const std::string& device,
-            const std::string& mount_point) {
+// Whether the topmost mount at `mount_point` (escaped) in mountinfo is of
+// `device`: fields 3 and 5 of the last line whose field 5 it is.
+bool Topmost(const char* text, size_t size, const std::string& device,
+             const std::string& mount_point) {
   const char* p = text;
   const char* const end = text + size;
+  bool ours = false;
   while (p < end) {
     const char* eol = static_cast<const char*>(std::memchr(p, '\n', end - p));
     if (eol == nullptr) eol = end;
@@ -70,27 +74,34 @@ bool Listed(const char* text, size_t size, const std::string& device,
       if (sp == nullptr) break;
       q = sp + 1;
     }
-    if (n == 6 && FieldIs(field[2], field[3] - 1, device) &&
-        FieldIs(field[4], field[5] - 1, mount_point))
-      return true;
+    if (n == 6 && FieldIs(field[4], field[5] - 1, mount_point))
+      ours = FieldIs(field[2], field[3] - 1, device);
     p = eol + 1;
   }
-  return false;
+  return ours;
 }
 
-[[noreturn]] void Watch(int pipe_fd, const std::string& mount_point,
-                        const std::string& escaped, const std::string& device,
-                        const std::string& abort_path,
-                        const std::string& message) {
+// What the watchdog needs, prepared before the clone.
+struct Plan {
+  int pipe_fd;
+  int max_fd;  // Descriptors below it are closed where close_range is not.
+  std::string mount_point, escaped, device, abort_path, unmounted,
+      not_unmounted;
+};
+
+[[noreturn]] void Watch(const Plan& plan) {
   // Nothing of the daemon's: its /dev/fuse and io_uring descriptors would
   // keep the connection open. The pipe becomes 3; stderr (the log) stays.
-  if (pipe_fd != 3) ::dup2(pipe_fd, 3);
-  ::close_range(4, ~0u, 0);
+  if (plan.pipe_fd != 3 && ::dup2(plan.pipe_fd, 3) < 0) ::_exit(1);
+  if (::close_range(4, ~0u, 0) != 0) {
+    for (int fd = 4; fd < plan.max_fd; ++fd) ::close(fd);
+  }
   if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
     ::dup2(null, STDIN_FILENO);
     ::dup2(null, STDOUT_FILENO);
     if (null > 3) ::close(null);
   }
+  ::setsid();  // A kill of the daemon's process group spares it.
   (void)!::chdir("/");
   ::prctl(PR_SET_NAME, "larder-watchdog", 0, 0, 0);
   // The daemon's signals (a terminal's ^C, a stop) end the daemon, which
@@ -118,49 +129,74 @@ bool Listed(const char* text, size_t size, const std::string& device,
     }
     ::close(fd);
   }
-  if (!Listed(mountinfo, size, device, escaped)) ::_exit(0);  // Unmounted.
-  if (int fd = ::open(abort_path.c_str(), O_WRONLY | O_CLOEXEC); fd >= 0) {
+  if (!Topmost(mountinfo, size, plan.device, plan.escaped))
+    ::_exit(0);  // Unmounted (or covered by another mount): nothing to do.
+  if (int fd = ::open(plan.abort_path.c_str(), O_WRONLY | O_CLOEXEC); fd >= 0) {
     WriteAll(fd, "1", 1);
     ::close(fd);
   }
-  if (::umount2(mount_point.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
-    WriteAll(STDERR_FILENO, message.data(), message.size());
+  if (::umount2(plan.mount_point.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
+    WriteAll(STDERR_FILENO, plan.unmounted.data(), plan.unmounted.size());
+  } else {
+    WriteAll(STDERR_FILENO, plan.not_unmounted.data(),
+             plan.not_unmounted.size());
+  }
   ::_exit(0);
 }
 
 }  // namespace
 
-absl::Status StartMountWatchdog(const std::string& mountpoint,
-                                const std::string& device) {
+absl::StatusOr<std::unique_ptr<MountWatchdog>> MountWatchdog::Start(
+    const std::string& mountpoint, const std::string& device) {
   const size_t colon = device.find(':');
   if (colon == std::string::npos)
     return absl::InvalidArgumentError(absl::StrCat("bad device ", device));
-  const std::string escaped = EscapeMountInfo(mountpoint);
-  const std::string abort_path = absl::StrCat(
-      "/sys/fs/fuse/connections/", device.substr(colon + 1), "/abort");
-  const std::string message = absl::StrCat(
+  Plan plan;
+  plan.mount_point = mountpoint;
+  plan.escaped = EscapeMountInfo(mountpoint);
+  plan.device = device;
+  plan.abort_path = absl::StrCat("/sys/fs/fuse/connections/",
+                                 device.substr(colon + 1), "/abort");
+  plan.unmounted = absl::StrCat(
       "WARN fuse.watchdog_unmounted mountpoint=", mountpoint,
-      " reason=\"the FUSE daemon died without unmounting; its connection was "
-      "aborted and the mount detached\"\n");
+      " reason=\"the FUSE daemon died without unmounting; its connection "
+      "was aborted and the mount detached\"\n");
+  plan.not_unmounted = absl::StrCat(
+      "ERROR fuse.watchdog_failed mountpoint=", mountpoint,
+      " reason=\"the FUSE daemon died without unmounting and the mount "
+      "could not be detached (run umount -l)\"\n");
+  rlimit nofile{};
+  plan.max_fd =
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < (1u << 20)
+          ? static_cast<int>(nofile.rlim_cur)
+          : (1 << 20);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  const pid_t pid = ::fork();
+  plan.pipe_fd = fds[0];
+  // A raw clone, not fork(): no pthread_atfork handler (gRPC's) runs in
+  // the child, which runs only system calls on memory prepared here.
+  const long pid =
+      ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid < 0) {
     const int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(err)));
+    return absl::InternalError(absl::StrCat("clone: ", std::strerror(err)));
   }
-  if (pid == 0) {
-    // The write end closes with the rest (close_range) unless it is 3,
-    // which dup2 replaces.
-    Watch(fds[0], mountpoint, escaped, device, abort_path, message);
-  }
+  // The write end closes with the rest (close_range) unless it is 3,
+  // which dup2 replaces.
+  if (pid == 0) Watch(plan);
   ::close(fds[0]);
-  // fds[1] stays open for the daemon's life (close-on-exec): its end is
-  // the daemon's end.
-  return absl::OkStatus();
+  return std::unique_ptr<MountWatchdog>(
+      new MountWatchdog(static_cast<pid_t>(pid), fds[1]));
+}
+
+MountWatchdog::~MountWatchdog() {
+  ::close(fd_);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace larder

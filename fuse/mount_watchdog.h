@@ -21,21 +21,43 @@
 // (/sys/fs/fuse/connections/MINOR/abort) and unmounts it lazily, with a log
 // line. A clean exit has unmounted already: it finds nothing and exits. A
 // daemon started again meanwhile on the same mount point has another device
-// number and is left alone.
+// number and is left alone, as is anything mounted over the dead mount (only
+// the topmost mount at the path is taken). It runs in a session of its own
+// (a kill of the daemon's process group spares it) and is started with a
+// raw clone, so no handler registered with pthread_atfork runs in it; a
+// kill of the whole cgroup (a container's OOM) still takes it too.
 #ifndef LARDER_FUSE_MOUNT_WATCHDOG_H_
 #define LARDER_FUSE_MOUNT_WATCHDOG_H_
 
+#include <sys/types.h>
+
+#include <memory>
 #include <string>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace larder {
 
-// Forks the watchdog of the FUSE mount at `mountpoint` (resolved) of device
-// `device` ("major:minor", from mountinfo). Call once, after the mount.
-// Errors: Internal (pipe, fork).
-absl::Status StartMountWatchdog(const std::string& mountpoint,
-                                const std::string& device);
+class MountWatchdog {
+ public:
+  // Starts the watchdog of the FUSE mount at `mountpoint` (resolved) of
+  // device `device` ("major:minor", from mountinfo), after the mount.
+  // Errors: InvalidArgument (device), Internal (pipe, clone).
+  static absl::StatusOr<std::unique_ptr<MountWatchdog>> Start(
+      const std::string& mountpoint, const std::string& device);
+  // Ends it, after the daemon unmounted: it finds the mount gone and exits
+  // (reaped here).
+  ~MountWatchdog();
+  MountWatchdog(const MountWatchdog&) = delete;
+  MountWatchdog& operator=(const MountWatchdog&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  MountWatchdog(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  const pid_t pid_;
+  const int fd_;  // The daemon's end of the pipe.
+};
 
 }  // namespace larder
 

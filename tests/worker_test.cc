@@ -851,5 +851,72 @@ TEST(ShortCircuitClientTest, AReleaseDoesNotWaitBehindAnOpen) {
   EXPECT_TRUE(released_before_answer);
 }
 
+// A worker from before batched EXPORT answers one naming several objects
+// with a single INVALID_ARGUMENT: the client then asks for one object per
+// exchange on that connection, and every object is still lent.
+TEST(ShortCircuitClientTest, AnOldWorkerLendsObjectsOneByOne) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/worker.sock";
+  absl::StatusOr<int> listener = ListenUnix(path, 0600);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  constexpr uint64_t kSize = 100;
+  std::atomic<int> exchanges{0}, batches{0};
+  std::thread worker([&] {
+    const int conn = ::accept(*listener, nullptr, nullptr);
+    ASSERT_GE(conn, 0);
+    const int memfd = ::memfd_create("object", MFD_CLOEXEC);
+    ASSERT_GE(memfd, 0);
+    ASSERT_EQ(::ftruncate(memfd, kSize), 0);
+    std::string frame;
+    while (RecvFrame(conn, &frame, nullptr).ok()) {
+      v1::ShortCircuitRequest req;
+      ASSERT_TRUE(req.ParseFromString(frame));
+      if (req.op() != v1::ShortCircuitRequest::EXPORT) continue;  // RELEASE.
+      ++exchanges;
+      v1::ShortCircuitResponse resp;
+      v1::ShortCircuitGrant* g = resp.add_grants();
+      std::vector<int> fds;
+      if (req.blocks_size() != 1) {  // As the worker's code was.
+        ++batches;
+        g->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+        g->set_message("EXPORT names one block");
+      } else {
+        g->set_lease_id(static_cast<uint64_t>(exchanges.load()));
+        g->set_offset(0);
+        g->set_length(kSize);
+        fds.push_back(memfd);
+      }
+      ASSERT_TRUE(SendFrame(conn, resp.SerializeAsString(), fds).ok());
+    }
+    ::close(memfd);
+    ::close(conn);
+  });
+  {
+    auto sc = ShortCircuitClient::Connect(path);
+    ASSERT_TRUE(sc.ok()) << sc.status();
+    std::vector<BlockId> ids;
+    for (int i = 0; i < 3; ++i)
+      ids.push_back(BlockId{"m", absl::StrCat("f", i), "v1", 0,
+                            kDefaultBlockSize, kSize});
+    for (int round = 0; round < 2; ++round) {
+      std::vector<absl::StatusOr<ShortCircuitClient::Lease>> r =
+          (*sc)->OpenObjects(ids, absl::Seconds(5));
+      ASSERT_EQ(r.size(), 3u);
+      std::vector<ShortCircuitClient::Lease> leases;
+      for (auto& l : r) {
+        ASSERT_TRUE(l.ok()) << l.status();
+        EXPECT_EQ(l->length, kSize);
+        leases.push_back(*l);
+      }
+      EXPECT_TRUE((*sc)->ReleaseBatch(leases).ok());
+    }
+  }  // Closes the connection: the worker's loop ends.
+  worker.join();
+  ::close(*listener);
+  // One batch tried, then one exchange per object in both rounds.
+  EXPECT_EQ(batches.load(), 1);
+  EXPECT_EQ(exchanges.load(), 1 + 3 + 3);
+}
+
 }  // namespace
 }  // namespace larder

@@ -322,6 +322,10 @@ class Client {
   // with List).
   virtual absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> ListDir(
       absl::string_view path) = 0;
+  // ListDir's answer if the metadata cache holds it fresh; else null (and
+  // nothing asked of the master).
+  virtual std::shared_ptr<const std::vector<FileInfo>> CachedListDir(
+      absl::string_view path) = 0;
   // One page of a directory ("/" lists the mounts).
   virtual absl::StatusOr<ListResult> List(absl::string_view path,
                                           absl::string_view page_token = "",
