@@ -425,7 +425,7 @@ TEST_F(FuseTest, FilesAreLeasedAheadOfTheirOpens) {
     ASSERT_TRUE(store_->Put(rel, many[rel]).ok());
   }
   ASSERT_EQ(Larder("load /datasets/ds/many").code, 0);
-  auto fuse = Mount({"--passthrough_keep=0s", "--lease_ahead_keep=6s"});
+  auto fuse = Mount({"--passthrough_keep=0s", "--lease_ahead_keep=8s"});
   ASSERT_NE(fuse, nullptr);
   std::string dir = fuse->mountpoint() + "/datasets/ds/many";
   auto metric = [&](const std::string& series) {
@@ -457,7 +457,12 @@ TEST_F(FuseTest, FilesAreLeasedAheadOfTheirOpens) {
   ASSERT_TRUE(testing::WaitFor([&] { return metric(kHeld) == kFiles; },
                                absl::Seconds(10)))
       << metric(kHeld) << " held";
-  EXPECT_EQ(leases(), idle_leases + kFiles);
+  // The worker lent each once (the first open's own lease of f15 goes back
+  // when the kernel's asynchronous release of that open reaches the daemon,
+  // and the worker reads the one-way RELEASE in its own time).
+  EXPECT_TRUE(testing::WaitFor([&] { return leases() == idle_leases + kFiles; },
+                               absl::Seconds(5)))
+      << leases() << " leases, " << idle_leases << " idle";
   const double used = ahead("used");
   for (const auto& [rel, bytes] : many)
     EXPECT_EQ(ReadAll(fuse->mountpoint() + "/datasets/ds/" + rel).value_or(""),
@@ -484,11 +489,13 @@ TEST_F(FuseTest, FilesAreLeasedAheadOfTheirOpens) {
       [&] { return Sh("stat -c %s " + dir + "/f10.bin").out == "31111\n"; },
       absl::Seconds(10)));
   EXPECT_EQ(ReadAll(dir + "/f10.bin").value_or(""), replaced);
-  EXPECT_EQ(ahead("expired"), expired + 1);
+  // The old lease goes back unused (at the open, or by time on a slow
+  // machine).
+  EXPECT_GE(ahead("expired"), expired + 1);
   // Not opened within --lease_ahead_keep: given back (the lease of the new
   // version's read, if any, is the daemon's own, kept a few seconds).
   EXPECT_TRUE(
-      testing::WaitFor([&] { return metric(kHeld) == 0; }, absl::Seconds(10)))
+      testing::WaitFor([&] { return metric(kHeld) == 0; }, absl::Seconds(15)))
       << metric(kHeld) << " held";
   EXPECT_EQ(ahead("expired"), expired + kFiles);
   fuse.reset();
