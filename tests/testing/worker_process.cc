@@ -101,8 +101,14 @@ absl::Status WorkerProcess::LaunchOnce() {
   absl::Status st = process_.Start(argv, log_, env_);
   if (!st.ok()) return st;
   const int port = port_, mport = metrics_port_;
-  if (!WaitFor([&] { return PortAccepts(port) && PortAccepts(mport); },
-               absl::Seconds(30))) {
+  // An exit (a picked port taken meanwhile: "address in use") is seen by
+  // AwaitReady at once, and Launch starts again on new ports.
+  if (!WaitFor(
+          [&] {
+            return process_.Exited() ||
+                   (PortAccepts(port) && PortAccepts(mport));
+          },
+          absl::Seconds(30))) {
     auto log = ReadFile(log_);
     return absl::DeadlineExceededError(absl::StrCat(
         "worker did not start; log:\n", log.ok() ? *log : "(none)"));
@@ -186,7 +192,9 @@ absl::Status MasterProcess::LaunchOnce() {
   absl::Status st = process_.Start(argv, log_, env_);
   if (!st.ok()) return st;
   const int port = port_;
-  if (!WaitFor([&] { return PortAccepts(port); }, absl::Seconds(30))) {
+  // An exit is seen by AwaitReady at once (see WorkerProcess::LaunchOnce).
+  if (!WaitFor([&] { return process_.Exited() || PortAccepts(port); },
+               absl::Seconds(30))) {
     auto log = ReadFile(log_);
     return absl::DeadlineExceededError(absl::StrCat(
         "master did not start; log:\n", log.ok() ? *log : "(none)"));
