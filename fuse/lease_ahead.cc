@@ -151,7 +151,10 @@ LeaseAhead::Counters LeaseAhead::counters() const {
 
 size_t LeaseAhead::held() const {
   absl::MutexLock lock(&mu_);
-  return entries_.size();
+  // Granted ones: not those still being asked for.
+  return static_cast<size_t>(
+      std::count_if(entries_.begin(), entries_.end(),
+                    [](const auto& e) { return e.second.object.has_value(); }));
 }
 
 void LeaseAhead::Drain() {

@@ -104,6 +104,8 @@ class LeaseAhead {
   void WantDir(const std::string& dir);
 
   Counters counters() const;
+  // Objects granted and not yet taken (entries still being asked for the
+  // worker are not counted).
   size_t held() const;
 
   // The background work, run now (tests): every request queued so far.
