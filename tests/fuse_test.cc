@@ -470,11 +470,15 @@ TEST_F(FuseTest, FilesAreLeasedAheadOfTheirOpens) {
         << rel;
   EXPECT_EQ(ahead("used"), used + kFiles);
   EXPECT_EQ(metric(kPassthrough), kFiles + 1);
-  EXPECT_EQ(metric(kHeld), 0);
-  // Closed (passthrough_keep 0): every lease went back to the worker.
-  EXPECT_TRUE(testing::WaitFor([&] { return leases() == idle_leases; },
-                               absl::Seconds(5)))
-      << leases() << " leases, " << idle_leases << " idle";
+  // Closed (passthrough_keep 0): every open's lease went back to the
+  // worker; what the worker still lends is what is held ahead (a batch
+  // asked for as the walk went may hold files it has passed, until their
+  // time is up).
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return leases() == idle_leases + metric(kHeld); },
+                       absl::Seconds(5)))
+      << leases() << " leases, " << idle_leases << " idle, " << metric(kHeld)
+      << " held";
 
   // Leased, then replaced in the store: once the mount sees the new
   // version (its size), the open reads the new bytes, and the old
