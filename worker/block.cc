@@ -15,6 +15,9 @@
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25  // Linux 6.1; glibc 2.36 does not name it yet.
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14.
+#endif
 
 namespace larder {
 namespace {
@@ -74,6 +77,36 @@ absl::StatusOr<MappedMemfd> CreateMappedMemfd(const char* name, uint64_t size) {
     return data.status();
   }
   return MappedMemfd{fd, *data};
+}
+
+// Allocates the pages of a block about to be filled, [offset, offset +
+// length) of `fd` mapped at `data`, in two system calls: fallocate adds the
+// pages to the memfd and MADV_POPULATE_WRITE maps them. Filled by faults, a
+// 4 MiB block took 1,024 page faults: 72% of the fetch threads' CPU in a
+// cold read (perf), about 0.95 ms per MiB against 0.62 ms this way (a fill
+// of 4 MiB memfds in 16 KiB copies). A refusal of the memory (ENOMEM,
+// ENOSPC) is returned as ResourceExhausted before any byte is fetched;
+// kernels without either call fill by faults as before.
+absl::Status AllocatePages(int fd, char* data, uint64_t offset,
+                           uint64_t length) {
+  if (::fallocate(fd, 0, static_cast<off_t>(offset),
+                  static_cast<off_t>(length)) != 0) {
+    const int err = errno;
+    if (err == ENOMEM || err == ENOSPC) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no memory for a block of ", length,
+                       " bytes: fallocate memfd: ", std::strerror(err)));
+    }
+    // EOPNOTSUPP and the like: the faults allocate.
+  }
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t mapped = (length + page - 1) / page * page;
+  if (::madvise(data, mapped, MADV_POPULATE_WRITE) != 0 && errno == ENOMEM) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no memory for a block of ", length,
+                     " bytes: MADV_POPULATE_WRITE: ", std::strerror(ENOMEM)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -136,11 +169,16 @@ absl::StatusOr<BlockWriter> BlockWriter::Create(
       return absl::InvalidArgumentError(absl::StrCat(
           "object memfd of ", object->size(), " bytes for ", id.DebugString()));
     char* data = object->data() + id.offset();
+    LARDER_RETURN_IF_ERROR(
+        AllocatePages(object->fd(), data, id.offset(), length));
     return BlockWriter(std::move(id), -1, data, length, std::move(object));
   }
   LARDER_ASSIGN_OR_RETURN(MappedMemfd m,
                           CreateMappedMemfd("larder-block", length));
-  return BlockWriter(std::move(id), m.fd, m.data, length, nullptr);
+  // Owned by the writer from here: an error below closes and unmaps it.
+  BlockWriter writer(std::move(id), m.fd, m.data, length, nullptr);
+  LARDER_RETURN_IF_ERROR(AllocatePages(m.fd, m.data, 0, length));
+  return writer;
 }
 
 BlockWriter::BlockWriter(BlockWriter&& other) noexcept
