@@ -784,12 +784,18 @@ TEST(ShortCircuitClientTest, RefusesASocketServedByAnotherUser) {
   ASSERT_TRUE(impostor
                   .Start({"setpriv", "--reuid=65534", "--regid=65534",
                           "--clear-groups", "--", "/usr/bin/python3", "-c",
-                          absl::StrCat("import socket,time\n"
+                          // Listening before the path appears: a connect
+                          // between bind and listen is refused (flaked in
+                          // ctest -j2 as a connection error).
+                          absl::StrCat("import os,socket,time\n"
                                        "s=socket.socket(socket.AF_UNIX)\n"
                                        "s.bind('",
                                        sock,
-                                       "')\n"
+                                       ".tmp')\n"
                                        "s.listen(8)\n"
+                                       "os.rename('",
+                                       sock, ".tmp', '", sock,
+                                       "')\n"
                                        "time.sleep(60)\n")},
                          dir.path() + "/impostor.log", {})
                   .ok());
