@@ -24,6 +24,13 @@ Rows (--rows, in this order within each round):
   shard     one file of --shard_mib: one reader through `larder fuse`
             (4 MiB reads) against plain ranged GETs of 4 MiB with N in
             flight (the best is the front's ceiling in MB/s).
+  trace     where a cold file's time goes (printed under the table, not a
+            row of it): one reader opens, reads and closes --trace_files
+            cold files one after another through `larder fuse` (medians of
+            each step; the first stat of a directory, which lists it, is
+            shown apart), next to one plain GET at a time of as many files;
+            then --readers readers on a fresh set, with the worker's own
+            time per under-store fetch (its histogram) beside the reads'.
 
 For each row the front's counts per file: object GETs, HEADs and listings
 (GETs of a bucket), so a request Larder adds shows; and the CPU per file of
@@ -35,7 +42,7 @@ and of the clients (the reader threads, `larder load`, the loaders).
       [--rounds 3] [--rows gets,fuse,walk,load,random,prefetch,shard]
       [--first_byte_ms 25] [--rate_mbps 80] [--s3rvers 1]
       [--loader_workers 4] [--batch 32] [--lookahead 0] [--worker_flags=...]
-      [--fuse_flags=...] [--store_cpus 1 --node_cpus 0]
+      [--fuse_flags=...] [--store_cpus 1 --node_cpus 0] [--trace_files 50]
       [--keep]
 
 --store_cpus and --node_cpus give the store (s3rver, the front) and everything
@@ -68,7 +75,7 @@ import benchlib  # noqa: E402 (bench/, the script's own directory)
 from benchlib import PYTHON, ROOT, ShapingProxy, diff, is_mounted  # noqa: E402
 
 BUCKET = "cold"
-ROWS = ("gets", "fuse", "walk", "load", "random", "prefetch", "shard")
+ROWS = ("gets", "fuse", "walk", "load", "random", "prefetch", "shard", "trace")
 
 # A DataLoader epoch over a fresh set: argv = master, cluster path, sampler
 # ("random" or "prefetch"), workers, batch, lookahead (0: the sampler's
@@ -359,7 +366,83 @@ def run_round(b, rows, out):
             return 1, n, time.monotonic() - t
 
         rnd["shard"] = b.measure(one_reader)
+    if "trace" in rows:
+        trace(b)
     out.append(rnd)
+
+
+def ms(xs):
+    return f"{1e3 * statistics.median(xs):.2f} ms"
+
+
+def trace(b):
+    """The `trace` row: notes on where a cold file's time goes."""
+    a = b.args
+    _, paths = b.new_set()
+    gets = []
+    conn = http.client.HTTPConnection("127.0.0.1", b.proxy.port, timeout=300)
+    for key in paths[:a.trace_files]:  # One keep-alive connection, as Larder's.
+        t = time.monotonic()
+        conn.request("GET", f"/{BUCKET}/{key}")
+        r = conn.getresponse()
+        r.read()
+        gets.append(time.monotonic() - t)
+        if r.status != 200:
+            raise RuntimeError(f"GET {key}: {r.status}")
+    conn.close()
+    _, paths = b.new_set()
+    steps = {"stat": [], "open": [], "read": [], "close": []}
+    first_stats = []
+    seen = set()
+    for rel in paths[:a.trace_files]:
+        path = os.path.join(b.mnt, "data", rel)
+        t0 = time.monotonic()
+        os.stat(path)
+        t1 = time.monotonic()
+        fd = os.open(path, os.O_RDONLY)
+        t2 = time.monotonic()
+        try:
+            while os.read(fd, 1 << 20):
+                pass
+            t3 = time.monotonic()
+        finally:
+            os.close(fd)
+        t4 = time.monotonic()
+        d = os.path.dirname(rel)
+        (first_stats if d not in seen else steps["stat"]).append(t1 - t0)
+        seen.add(d)
+        for k, x in (("open", t2 - t1), ("read", t3 - t2), ("close", t4 - t3)):
+            steps[k].append(x)
+    b.notes.append(
+        f"trace, one reader, {a.trace_files} cold files: plain GET {ms(gets)}; "
+        f"Larder stat {ms(steps['stat'])} (a directory's first: {ms(first_stats)}, "
+        f"it lists the directory), open {ms(steps['open'])}, read {ms(steps['read'])}, "
+        f"close {ms(steps['close'])}: Larder adds "
+        f"{1e3 * (sum(statistics.median(v) for v in steps.values()) - statistics.median(gets)):.2f} ms")
+
+    _, paths = b.new_set()
+    random.shuffle(paths)
+    before = b.cluster.metric("larder_worker_under_store_fetch_seconds_sum")
+    count = b.cluster.metric("larder_worker_under_store_fetch_seconds_count")
+    lock = threading.Lock()
+    reads = []
+
+    def one(rel):
+        t = time.monotonic()
+        read_whole(os.path.join(b.mnt, "data", rel), 1 << 20)
+        with lock:
+            reads.append(time.monotonic() - t)
+
+    t = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(a.readers) as ex:
+        list(ex.map(one, paths))
+    seconds = time.monotonic() - t
+    fetched = b.cluster.metric("larder_worker_under_store_fetch_seconds_count") - count
+    fetch_s = b.cluster.metric("larder_worker_under_store_fetch_seconds_sum") - before
+    b.notes.append(
+        f"trace, {a.readers} readers, {len(paths)} cold files: {len(paths) / seconds:.0f} files/s; "
+        f"open+read+close {ms(reads)} (median), the worker's fetch from the store "
+        f"{1e3 * fetch_s / max(fetched, 1):.2f} ms (mean of {fetched:.0f})")
 
 
 def print_table(b, rounds):
@@ -432,6 +515,8 @@ def main():
                     help="cores for s3rver and the front, e.g. 1")
     ap.add_argument("--node_cpus", default="",
                     help="cores for everything else, e.g. 0")
+    ap.add_argument("--trace_files", type=int, default=50,
+                    help="the trace row's files read one at a time")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     args.parallel = [int(n) for n in args.parallel.split(",") if n]
