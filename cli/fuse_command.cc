@@ -80,6 +80,10 @@ ABSL_FLAG(std::string, fuse_channel, larder::FuseOptions().channel,
           "/sys/module/fuse/parameters/enable_uring Y; else /dev/fuse).");
 ABSL_FLAG(int, fuse_threads, larder::FuseOptions().max_threads,
           "fuse: most requests served at once.");
+ABSL_FLAG(std::string, writes, larder::FuseOptions().writes,
+          "fuse: whether the mount takes writes: auto (read-only while no "
+          "mount of the table is writable, remounted read-write when one "
+          "is), on, or off (read-only).");
 ABSL_FLAG(bool, allow_other, larder::FuseOptions().allow_other,
           "fuse: let every user read the mount (pods run as non-root).");
 ABSL_FLAG(bool, auto_unmount, larder::FuseOptions().auto_unmount,
@@ -97,7 +101,7 @@ namespace larder::cli {
 namespace {
 
 constexpr absl::string_view kUsage =
-    R"(larder fuse: mount the cluster namespace read-only with FUSE.
+    R"(larder fuse: mount the cluster namespace with FUSE.
 
   larder fuse MOUNTPOINT [--master=HOST:PORT] [--daemon [--log_file=FILE]] [--flags below]
 
@@ -109,7 +113,10 @@ ones use it. A large file the worker on this node holds whole in RAM is read by 
 straight from the worker's memory (--passthrough). Stats and listings are kept in the
 node's metadata cache for each mount's metadata TTL, so a warm open asks the master
 nothing; past the TTL, while the master or the under-store is unreachable, they are
-served for --metadata_stale_window. Writes fail with EROFS. SIGTERM/SIGINT
+served for --metadata_stale_window. New files and whole replacements (O_TRUNC) of
+files in a writable mount (larder mount --writable) are uploaded on close; other writes
+fail with EROFS, and while no mount is writable the kernel mount is read-only
+(--writes=auto; it is remounted read-write when one becomes writable). SIGTERM/SIGINT
 unmount after in-flight reads finish; if the daemon dies, fusermount3 unmounts
 (--auto_unmount). --daemon returns once the mount is ready (exit 0) or has failed (its
 exit code); the daemon's stdin and stdout are /dev/null, its log goes to
@@ -150,6 +157,11 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
       static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_lease_ahead)));
   o.lease_ahead_keep = std::clamp(absl::GetFlag(FLAGS_lease_ahead_keep),
                                   absl::Milliseconds(100), absl::Seconds(30));
+  o.writes = absl::GetFlag(FLAGS_writes);
+  if (o.writes != "auto" && o.writes != "on" && o.writes != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--writes=", o.writes, ": auto, on or off"));
+  }
   o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));
   o.allow_other = absl::GetFlag(FLAGS_allow_other);
   o.auto_unmount = absl::GetFlag(FLAGS_auto_unmount);
@@ -280,7 +292,7 @@ absl::Status RunFuse(const std::vector<std::string>& args) {
 }  // namespace
 
 const Command kFuseCommand = {
-    "fuse", "mount the cluster namespace read-only with FUSE", kUsage, &RunFuse,
+    "fuse", "mount the cluster namespace with FUSE", kUsage, &RunFuse,
     FlagList({kLogFlags,
               kClientFlags,
               kClientReadFlags,
@@ -302,6 +314,7 @@ const Command kFuseCommand = {
                "lease_ahead_keep",
                "fuse_channel",
                "fuse_threads",
+               "writes",
                "allow_other",
                "auto_unmount",
                "fuse_metrics_listen",

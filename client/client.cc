@@ -180,6 +180,14 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     return view_.CachedListDir(path);
   }
 
+  bool AnyWritableMount() const override {
+    const std::shared_ptr<const MountSet> set = mounts();
+    for (const v1::MountEntry& m : set->table().mounts()) {
+      if (m.writable()) return true;
+    }
+    return false;
+  }
+
   absl::StatusOr<ListResult> List(absl::string_view path,
                                   absl::string_view page_token, int page_size,
                                   bool recursive) override {

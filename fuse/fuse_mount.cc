@@ -9,7 +9,9 @@
 #include <prometheus/registry.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,9 +22,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/file_util.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/mount_table.h"
 #include "common/ops_server.h"
 #include "common/status_macros.h"
 #include "fuse/fuse_ops.h"
@@ -88,6 +92,7 @@ class FuseMount::Fs {
         notifier_(inodes_) {}
 
   ~Fs() {
+    StopFollowingWrites();
     client_->SetInvalidationHook(nullptr);
     notifier_.Stop();
     if (session_ != nullptr) {
@@ -109,6 +114,13 @@ class FuseMount::Fs {
   void StartUring();
   // After the unmount: the kernel has ended every ring entry.
   void StopUring();
+  // writes == "auto": remounts read-write when a mount of the table becomes
+  // writable, read-only when none is (polled every second; the client
+  // polls the table every ring_refresh).
+  void FollowWrites();
+  void StopFollowingWrites();
+  // Sets the mount's read-only flag (MS_REMOUNT, keeping its other flags).
+  absl::Status Remount(bool read_only);
 
   const FuseOptions options_;
   const std::unique_ptr<Client> client_;
@@ -129,7 +141,85 @@ class FuseMount::Fs {
   // Over io_uring: unmounts the mount if this process dies (ended once
   // unmounted).
   std::unique_ptr<MountWatchdog> watchdog_;
+  // The mount's kernel read-only flag as last set, and its device (the
+  // remount checks that the mount at the path is still this one).
+  std::atomic<bool> read_only_{false};
+  std::string device_;
+  absl::Notification stop_following_;
+  std::thread writes_follower_;
 };
+
+absl::Status FuseMount::Fs::Remount(bool read_only) {
+  std::optional<MountInfo> m = FindMount(resolved_mountpoint_);
+  if (!m || m->device != device_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the mount at ", resolved_mountpoint_, " is no longer this daemon's"));
+  }
+  struct statvfs st;
+  if (::statvfs(resolved_mountpoint_.c_str(), &st) != 0)
+    return absl::InternalError(absl::StrCat("statvfs ", resolved_mountpoint_,
+                                            ": ", std::strerror(errno)));
+  unsigned long flags = MS_REMOUNT;  // NOLINT(runtime/int): mount(2)'s type.
+  for (const auto& [st_flag, ms_flag] :
+       {std::pair<unsigned long, unsigned long>{ST_NOSUID, MS_NOSUID},
+        {ST_NODEV, MS_NODEV},
+        {ST_NOEXEC, MS_NOEXEC},
+        {ST_NOATIME, MS_NOATIME},
+        {ST_NODIRATIME, MS_NODIRATIME},
+        {ST_RELATIME, MS_RELATIME}}) {
+    if (st.f_flag & st_flag) flags |= ms_flag;
+  }
+  if (read_only) flags |= MS_RDONLY;
+  if (::mount(nullptr, resolved_mountpoint_.c_str(), nullptr, flags, nullptr) !=
+      0) {
+    const int err = errno;
+    const std::string what =
+        absl::StrCat("remount ", read_only ? "read-only" : "read-write", ": ",
+                     std::strerror(err));
+    if (err == EPERM) return absl::PermissionDeniedError(what);
+    if (err == EBUSY) return absl::UnavailableError(what);
+    return absl::InternalError(what);
+  }
+  read_only_ = read_only;
+  return absl::OkStatus();
+}
+
+void FuseMount::Fs::FollowWrites() {
+  writes_follower_ = std::thread([this] {
+    bool failed = false;  // Logged once until a remount succeeds.
+    while (!stop_following_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+      const bool want_read_only = !client_->AnyWritableMount();
+      if (want_read_only == read_only_) continue;
+      const absl::Status st = Remount(want_read_only);
+      if (st.ok()) {
+        failed = false;
+        LARDER_LOG(INFO, "fuse.remounted")
+            .Field("mountpoint", options_.mountpoint)
+            .Field("read_only", want_read_only)
+            .Field("why", want_read_only ? "no mount of the table is writable"
+                                         : "a mount of the table is writable");
+      } else if (!failed && !absl::IsUnavailable(st)) {
+        // Busy (a file open for writing while going read-only): next tick.
+        failed = true;
+        LARDER_LOG(ERROR, "fuse.remount_failed")
+            .Field("mountpoint", options_.mountpoint)
+            .Field("read_only", want_read_only)
+            .Field("status", st)
+            .Field("fix", want_read_only
+                              ? "none needed: writes to mounts that are not "
+                                "writable still fail"
+                              : "restart larder fuse with --writes=on (or as "
+                                "root): until then writes fail with EROFS");
+      }
+    }
+  });
+}
+
+void FuseMount::Fs::StopFollowingWrites() {
+  if (!writes_follower_.joinable()) return;
+  stop_following_.Notify();
+  writes_follower_.join();
+}
 
 void FuseMount::Fs::StartUring() {
   absl::StatusOr<std::unique_ptr<UringChannel>> uring = UringChannel::Start(
@@ -221,6 +311,9 @@ absl::Status FuseMount::Fs::Mount() {
                    options_.max_read);
   if (options_.allow_other) opts += ",allow_other";
   if (options_.auto_unmount) opts += ",auto_unmount";
+  read_only_ = options_.writes == "off" ||
+               (options_.writes == "auto" && !client_->AnyWritableMount());
+  if (read_only_) opts += ",ro";
   std::vector<std::string> argv = {"larder-fuse", "-o", opts};
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
@@ -240,6 +333,8 @@ absl::Status FuseMount::Fs::Mount() {
         " (is /dev/fuse there and fusermount3 installed? see the log above)"));
   }
   mounted_ = true;
+  if (std::optional<MountInfo> m = FindMount(resolved_mountpoint_))
+    device_ = m->device;
   // fusermount3's auto_unmount leaves the mount of a daemon killed with
   // SIGKILL behind when its requests went through io_uring: a watchdog
   // process unmounts it (mount_watchdog.h).
@@ -276,8 +371,18 @@ absl::Status FuseMount::Fs::Mount() {
     };
     LARDER_ASSIGN_OR_RETURN(ops_server_, OpsServer::Start(std::move(o)));
   }
+  if (options_.writes == "auto") FollowWrites();
   LARDER_LOG(INFO, "fuse.mounted")
       .Field("mountpoint", options_.mountpoint)
+      .Field("read_only", read_only_.load())
+      .Field("writes", options_.writes)
+      .Field("why", !read_only_ ? "writes reach the writable mounts"
+                    : options_.writes == "off"
+                        ? "--writes=off: writes fail (EROFS)"
+                        : "no mount of the table is "
+                          "writable: writes fail (EROFS) "
+                          "until one is (larder mount "
+                          "--writable)")
       .Field("max_read", options_.max_read)
       .Field("keep_cache", options_.keep_cache)
       .Field("direct_io_min_size", options_.direct_io_min_size)
@@ -306,6 +411,7 @@ absl::Status FuseMount::Fs::Serve() {
 
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   fuse_remove_signal_handlers(session_);
+  StopFollowingWrites();
   fuse_session_unmount(session_);
   mounted_ = false;
   watchdog_.reset();

@@ -624,7 +624,19 @@ TEST_F(FuseTest, PassthroughReadsALargeFileFromTheWorkersMemfd) {
 }
 
 TEST_F(FuseTest, ErrorsAreErrnosAndWritesAreReadOnly) {
-  auto fuse = Mount();
+  // No mount of the table is writable: by default (--writes=auto) the
+  // kernel refuses every write (EROFS) and the mount's log line says why.
+  {
+    auto ro = Mount();
+    ASSERT_NE(ro, nullptr);
+    const std::string file = ro->mountpoint() + "/datasets/ds/one.txt";
+    EXPECT_EQ(::open(file.c_str(), O_WRONLY), -1);
+    EXPECT_EQ(errno, EROFS);
+    EXPECT_THAT(testing::ReadFile(ro->log_path()).value_or(""),
+                HasSubstr("read_only=true writes=auto why="));
+  }
+  // A mount that takes writes (--writes=on) refuses them itself, naming why.
+  auto fuse = Mount({"--writes=on"});
   ASSERT_NE(fuse, nullptr);
   const std::string ds = fuse->mountpoint() + "/datasets/ds";
   EXPECT_EQ(::open((ds + "/no-such-file").c_str(), O_RDONLY), -1);

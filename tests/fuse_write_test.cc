@@ -5,12 +5,14 @@
 // new directories live in the mount until a file below them is written;
 // anything else is refused with a named errno and a log line.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/mount_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -186,6 +188,72 @@ TEST_F(FuseWriteTest, OnlySequentialWholeWritesOfWritableMounts) {
   EXPECT_EQ(WriteFile(mnt_ + "/ro/new.bin", "x", O_WRONLY | O_CREAT), EROFS);
   EXPECT_EQ(::mkdir((mnt_ + "/ro/newdir").c_str(), 0755), -1);
   EXPECT_EQ(errno, EROFS);
+  EXPECT_FALSE(fuse_->Exited());
+}
+
+// The kernel's read-only flag of the mount follows the table (--writes=auto,
+// the default): read-only while no mount is writable, where a read does not
+// mark the file's access time stale, so the fstat(2) after it (Python's
+// open() makes one) costs no GETATTR; read-write within a ring refresh of a
+// mount becoming writable. --writes=off keeps it read-only.
+TEST_F(FuseWriteTest, TheMountIsReadOnlyWhileNoMountIsWritable) {
+  auto flag = [](const std::string& mnt) {
+    std::optional<MountInfo> m = FindMount(mnt);
+    return m ? m->options.substr(0, m->options.find(',')) : std::string();
+  };
+  ASSERT_EQ(flag(mnt_), "rw");
+  ASSERT_EQ(
+      WriteFile(mnt_ + "/ckpt/local/seen.bin", "seen", O_WRONLY | O_CREAT), 0);
+  for (const std::string m : {"/ckpt/s3", "/ckpt/local"})
+    ASSERT_EQ(Larder("unmount " + m).code, 0);
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return flag(mnt_) == "ro"; }, absl::Seconds(20)))
+      << testing::ReadFile(fuse_->log_path()).value_or("");
+  EXPECT_THAT(testing::ReadFile(fuse_->log_path()).value_or(""),
+              HasSubstr("fuse.remounted"));
+  EXPECT_EQ(WriteFile(mnt_ + "/ro/new.bin", "x", O_WRONLY | O_CREAT), EROFS);
+
+  // Read, then fstat: no GETATTR (a read-write mount sent one).
+  ASSERT_EQ(Larder(absl::StrCat("mount /data file://", root_)).code, 0);
+  const std::string file = mnt_ + "/data/seen.bin";
+  ASSERT_TRUE(testing::WaitFor([&] { return ReadAll(file) == "seen"; },
+                               absl::Seconds(10)));
+  const std::string getattr = "larder_fuse_operations_total{op=\"getattr\"}";
+  const double before = fuse_->Metric(getattr).value_or(-1);
+  for (int i = 0; i < 5; ++i) {
+    const int fd = ::open(file.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    char buf[16];
+    EXPECT_EQ(::read(fd, buf, sizeof(buf)), 4);
+    struct stat st {};
+    EXPECT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 4);
+    ::close(fd);
+  }
+  EXPECT_EQ(fuse_->Metric(getattr).value_or(-1), before);
+
+  // A writable mount again: read-write, and the write goes through.
+  ASSERT_EQ(Larder(absl::StrCat("mount /ckpt/again file://", root_,
+                                " --writable --mount_block_size=1MiB"))
+                .code,
+            0);
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return flag(mnt_) == "rw"; }, absl::Seconds(20)))
+      << testing::ReadFile(fuse_->log_path()).value_or("");
+  EXPECT_EQ(
+      WriteFile(mnt_ + "/ckpt/again/after.bin", "after", O_WRONLY | O_CREAT),
+      0);
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return ReadAll(root_ + "/after.bin") == "after"; },
+                       absl::Seconds(5)));
+
+  // --writes=off: read-only whatever the table says.
+  auto off = testing::FuseProcess::Start(master_->address(), {"--writes=off"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(flag((*off)->mountpoint()), "ro");
+  EXPECT_EQ(WriteFile((*off)->mountpoint() + "/ckpt/again/no.bin", "x",
+                      O_WRONLY | O_CREAT),
+            EROFS);
   EXPECT_FALSE(fuse_->Exited());
 }
 

@@ -322,6 +322,10 @@ class Client {
   // with List).
   virtual absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> ListDir(
       absl::string_view path) = 0;
+  // Whether the cluster's mount table, as this client last polled it (every
+  // ring_refresh), has a mount that takes writes (`larder mount
+  // --writable`).
+  virtual bool AnyWritableMount() const = 0;
   // ListDir's answer if the metadata cache holds it fresh; else null (and
   // nothing asked of the master).
   virtual std::shared_ptr<const std::vector<FileInfo>> CachedListDir(
