@@ -27,11 +27,13 @@ a local directory as under-store). Prints one table.
 """
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python", "tests"))
@@ -65,6 +67,17 @@ def drop_page_cache():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+
+
+def fuse_ops(port):
+    """The FUSE daemon's requests so far, by operation."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for m in re.finditer(r'^larder_fuse_operations_total\{[^}]*op="([a-z_]+)"[^}]*\} (\S+)$',
+                         text, re.M):
+        out[m.group(1)] = out.get(m.group(1), 0) + float(m.group(2))
+    return out
 
 
 def make_loader(ds, workers, sampler=None, persistent=True):
@@ -128,8 +141,9 @@ def main():
         mnt = os.path.join(args.dir, "mnt")
         os.makedirs(mnt, exist_ok=True)
         env = dict(os.environ, LARDER_MASTER=c.master)
+        fuse_metrics = free_port()
         fuse = subprocess.Popen([c.cli, "fuse", mnt,
-                                 "--fuse_metrics_listen=127.0.0.1:%d" % free_port()]
+                                 "--fuse_metrics_listen=127.0.0.1:%d" % fuse_metrics]
                                 + [f for f in args.fuse_flags.split(",") if f],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -147,6 +161,7 @@ def main():
                        make_loader(by_path, args.workers, persistent=False),
                        make_loader(FileDataset(paths), args.workers, persistent=False)]
             rates = [[] for _ in loaders]
+            fuse_requests = {}  # op -> requests per file, each warm FUSE epoch
             rpcs = [[] for _ in loaders]
             stats = [[] for _ in loaders]
             all_rpcs = "larder_master_rpcs_total"
@@ -155,7 +170,13 @@ def main():
             for r in range(args.rounds + 1):
                 for k, loader in enumerate(loaders):
                     before, stat_before = c.master_metric(all_rpcs), c.master_metric(stat_rpcs)
+                    ops_before = fuse_ops(fuse_metrics) if k == 1 else None
                     rate, total = epoch_rate(loader)
+                    if k == 1 and r > 0:
+                        ops = fuse_ops(fuse_metrics)
+                        for op, n in ops.items():
+                            fuse_requests.setdefault(op, []).append(
+                                (n - ops_before.get(op, 0)) / len(fpaths))
                     assert want is None or total == want, (k, total, want)
                     want = total
                     if r > 0:  # Round 0 warms up.
@@ -170,7 +191,11 @@ def main():
             fuse.wait(30)
             subprocess.run(["fusermount3", "-u", "-z", mnt], stderr=subprocess.DEVNULL)
         rows.append(("local dir, page cache (open/read)", "%.0f samples/s" % local, "1.00"))
-        rows.append(("FUSE mount (open/read)", "%.0f samples/s" % fz, "%.2f" % (fz / local)))
+        per_file = ", ".join("%s %.2f" % (op, statistics.median(v))
+                             for op, v in sorted(fuse_requests.items())
+                             if statistics.median(v) >= 0.005)
+        rows.append(("FUSE mount (open/read)", "%.0f samples/s" % fz,
+                     "%.2f; FUSE requests per file: %s" % (fz / local, per_file or "none")))
         rows.append(("larder.torch LarderMapDataset", "%.0f samples/s" % lar,
                      "%.2f (%.2fx FUSE)" % (lar / local, lar / fz)))
         late_rows = [
