@@ -84,6 +84,11 @@ ABSL_FLAG(std::string, writes, larder::FuseOptions().writes,
           "fuse: whether the mount takes writes: auto (read-only while no "
           "mount of the table is writable, remounted read-write when one "
           "is), on, or off (read-only).");
+ABSL_FLAG(std::string, opens, larder::FuseOptions().opens,
+          "fuse: daemon (every open and close is a request: passthrough, "
+          "per-open versions, direct_io) or kernel (no request per open or "
+          "close; warm files read from the kernel page cache, held beside "
+          "the worker's RAM tier; needs --writes=off).");
 ABSL_FLAG(bool, allow_other, larder::FuseOptions().allow_other,
           "fuse: let every user read the mount (pods run as non-root).");
 ABSL_FLAG(bool, auto_unmount, larder::FuseOptions().auto_unmount,
@@ -161,6 +166,15 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
   if (o.writes != "auto" && o.writes != "on" && o.writes != "off") {
     return absl::InvalidArgumentError(
         absl::StrCat("--writes=", o.writes, ": auto, on or off"));
+  }
+  o.opens = absl::GetFlag(FLAGS_opens);
+  if (o.opens != "daemon" && o.opens != "kernel") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--opens=", o.opens, ": daemon or kernel"));
+  }
+  if (o.opens == "kernel" && o.writes != "off") {
+    return absl::InvalidArgumentError(
+        "--opens=kernel needs --writes=off: a write goes through its open");
   }
   o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));
   o.allow_other = absl::GetFlag(FLAGS_allow_other);
@@ -315,6 +329,7 @@ const Command kFuseCommand = {"fuse", "mount the cluster namespace with FUSE",
                                          "fuse_channel",
                                          "fuse_threads",
                                          "writes",
+                                         "opens",
                                          "allow_other",
                                          "auto_unmount",
                                          "fuse_metrics_listen",

@@ -435,6 +435,10 @@ absl::StatusOr<std::unique_ptr<FuseMount>> FuseMount::Mount(
   if (options.max_read < 4096 || options.max_read > (16u << 20))
     return absl::InvalidArgumentError(absl::StrCat(
         "max_read ", options.max_read, " out of range (4 KiB to 16 MiB)"));
+  if (options.opens == "kernel" && options.writes != "off")
+    return absl::InvalidArgumentError(
+        "opens \"kernel\" needs writes \"off\": a write goes through its "
+        "open");
   auto fs = std::make_unique<Fs>(std::move(options), std::move(client));
   LARDER_RETURN_IF_ERROR(fs->Mount());
   return std::unique_ptr<FuseMount>(new FuseMount(std::move(fs)));

@@ -178,7 +178,18 @@ void FuseOps::Init(void* userdata, struct fuse_conn_info* conn) {
   // truncate first.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
     conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  if (options.opens == "kernel") {
+    if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+      fs->no_open_ = true;
+    } else {
+      LARDER_LOG(WARNING, "fuse.no_open_unsupported")
+          .Field("why",
+                 "the kernel does not let opens go unanswered: every "
+                 "open is a request, as with --opens=daemon");
+    }
+  }
   LARDER_LOG(INFO, "fuse.init")
+      .Field("opens", fs->no_open_ ? "kernel" : "daemon")
       .Field("proto", absl::StrCat(conn->proto_major, ".", conn->proto_minor))
       .Field("splice_write", (conn->want & FUSE_CAP_SPLICE_WRITE) != 0)
       .Field("max_readahead", conn->max_readahead)
@@ -227,6 +238,7 @@ void FuseOps::Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   FuseOps* fs = Self(req);
   OpScope scope(fs->metrics_, kForget);
   fs->inodes_.Forget(ino, nlookup);
+  fs->DropShared(ino);
   fuse_reply_none(req);
 }
 
@@ -234,8 +246,10 @@ void FuseOps::ForgetMulti(fuse_req_t req, size_t count,
                           struct fuse_forget_data* forgets) {
   FuseOps* fs = Self(req);
   OpScope scope(fs->metrics_, kForget);
-  for (size_t i = 0; i < count; ++i)
+  for (size_t i = 0; i < count; ++i) {
     fs->inodes_.Forget(forgets[i].ino, forgets[i].nlookup);
+    fs->DropShared(forgets[i].ino);
+  }
   fs->metrics_.inodes->Set(static_cast<double>(fs->inodes_.size()));
   fuse_reply_none(req);
 }
@@ -388,6 +402,13 @@ void FuseOps::Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   FuseOps* fs = Self(req);
+  if (fs->no_open_ && !IsWriteOpen(fi) && !(fi->flags & O_TRUNC)) {
+    // The kernel opens every file itself from now on (no OPEN, no RELEASE;
+    // the page cache kept across opens); reads come with file handle 0.
+    OpScope scope(fs->metrics_, kOpen);
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   if (IsWriteOpen(fi) || (fi->flags & O_TRUNC)) {
     // Only a writable mount's files, and only replaced whole (O_TRUNC).
     std::optional<std::string> path = fs->inodes_.Path(ino);
@@ -488,11 +509,59 @@ void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
 }
 
-void FuseOps::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
+std::shared_ptr<File> FuseOps::SharedFile(fuse_req_t req, fuse_ino_t ino,
+                                          OpScope& scope) {
+  const std::string kernel = inodes_.KernelVersion(ino);
+  {
+    absl::MutexLock lock(&shared_mu_);
+    auto it = shared_files_.find(ino);
+    if (it != shared_files_.end() && it->second->info().version == kernel)
+      return it->second;
+  }
+  std::optional<std::string> path = PathOf(req, ino, scope);
+  if (!path) return nullptr;
+  absl::StatusOr<std::unique_ptr<File>> opened = client_.Open(*path);
+  if (!opened.ok()) {
+    ReplyError(req, scope, "read", *path, opened.status());
+    return nullptr;
+  }
+  if ((*opened)->info().version != kernel) {
+    // The kernel's pages and size are another version's: this one's bytes
+    // among them would tear the file. Reads fail (as an open file's do when
+    // its object changes) until the kernel asks for the attributes again
+    // (attr_timeout, or at once after an invalidation from the log): the
+    // new mtime drops its pages (auto_inval_data) and reads go on with the
+    // new version.
+    inodes_.RepliedVersion(ino, "");
+    LARDER_LOG(INFO, "fuse.read_changed")
+        .Field("path", *path)
+        .Field("kernel_version", kernel)
+        .Field("version", (*opened)->info().version);
+    scope.Failed();
+    fuse_reply_err(req, ESTALE);
+    return nullptr;
+  }
+  std::shared_ptr<File> file = *std::move(opened);
+  absl::MutexLock lock(&shared_mu_);
+  shared_files_[ino] = file;
+  return file;
+}
+
+void FuseOps::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    fuse_file_info* fi) {
   FuseOps* fs = Self(req);
   OpScope scope(fs->metrics_, kRead);
-  File& file = *reinterpret_cast<OpenFile*>(fi->fh)->file;
+  if (fi->fh == 0) {  // Not opened (opens == "kernel").
+    std::shared_ptr<File> file = fs->SharedFile(req, ino, scope);
+    if (file) fs->ReplyRead(req, scope, *file, size, off);
+    return;
+  }
+  fs->ReplyRead(req, scope, *reinterpret_cast<OpenFile*>(fi->fh)->file, size,
+                off);
+}
+
+void FuseOps::ReplyRead(fuse_req_t req, OpScope& scope, File& file, size_t size,
+                        off_t off) {
   const uint64_t file_size = file.info().size;
   if (static_cast<uint64_t>(off) >= file_size) {
     fuse_reply_buf(req, nullptr, 0);
@@ -503,7 +572,7 @@ void FuseOps::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
   absl::StatusOr<std::vector<ReadPiece>> pieces =
       file.ReadPieces(static_cast<uint64_t>(off), size);
   if (!pieces.ok()) {
-    fs->ReplyError(req, scope, "read", file.info().path, pieces.status());
+    ReplyError(req, scope, "read", file.info().path, pieces.status());
     return;
   }
   size_t total = 0, local = 0, buffers = 0;
@@ -512,7 +581,7 @@ void FuseOps::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
     if (p.is_local()) ++local;
     buffers += p.is_local() ? 1 : p.view.pieces.size();
   }
-  fs->metrics_.read_bytes->Increment(static_cast<double>(total));
+  metrics_.read_bytes->Increment(static_cast<double>(total));
   if (total == 0) {
     fuse_reply_buf(req, nullptr, 0);
     return;

@@ -96,6 +96,20 @@ class FuseOps {
   void ReplyReadOnly(fuse_req_t req, const char* op, fuse_ino_t ino,
                      absl::string_view name = "");
   struct stat Attr(absl::string_view path, const FileInfo& info) const;
+  // A read with no open (no_open_): the inode's File, of the version whose
+  // attributes the kernel holds; ESTALE (and the kernel's attributes
+  // dropped at its next ask) when the object is now another.
+  std::shared_ptr<File> SharedFile(fuse_req_t req, fuse_ino_t ino,
+                                   OpScope& scope);
+  // Forgets the File of an inode the kernel no longer holds.
+  void DropShared(fuse_ino_t ino) {
+    if (!no_open_ || inodes_.Get(ino) != nullptr) return;
+    absl::MutexLock lock(&shared_mu_);
+    shared_files_.erase(ino);
+  }
+  // Replies to a read of [off, off + size) of `file`.
+  void ReplyRead(fuse_req_t req, OpScope& scope, File& file, size_t size,
+                 off_t off);
 
   // A file being written: its Writer, the offset the next write must
   // start at, and whether it was committed (by the first flush).
@@ -158,7 +172,7 @@ class FuseOps {
                           off_t off, fuse_file_info* fi);
   static void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi);
   static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
+  static void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    fuse_file_info* fi);
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi);
   // Writes (fuse_writes.cc).
@@ -199,6 +213,12 @@ class FuseOps {
   // Directories made here that hold no committed file yet.
   LocalDirs local_dirs_;
   std::once_flag tuned_;
+  // opens == "kernel" and the kernel takes it (INIT): OPEN and FLUSH are
+  // declined with ENOSYS, and reads (file handle 0) use a File per inode.
+  std::atomic<bool> no_open_{false};
+  absl::Mutex shared_mu_;
+  absl::flat_hash_map<fuse_ino_t, std::shared_ptr<File>> shared_files_
+      ABSL_GUARDED_BY(shared_mu_);
 };
 
 }  // namespace larder

@@ -226,7 +226,9 @@ absl::Status FuseOps::Commit(WriteFile& w) {
 void FuseOps::Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   FuseOps* fs = Self(req);
   if (!IsWriteHandle(fi)) {
-    fuse_reply_err(req, 0);
+    // Nothing to flush; with opens by the kernel, ENOSYS ends FLUSH for
+    // good (the kernel sends one per close of a file it opened itself).
+    fuse_reply_err(req, fs->no_open_ ? ENOSYS : 0);
     return;
   }
   OpScope scope(fs->metrics_, kWrite);

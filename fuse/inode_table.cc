@@ -74,6 +74,13 @@ void InodeTable::Replied(Inode& inode, const std::string& version) {
   inode.replied_version_ = version;
 }
 
+std::string InodeTable::KernelVersion(uint64_t ino) const {
+  std::shared_ptr<Inode> inode = Get(ino);
+  if (!inode) return "";
+  absl::MutexLock lock(&inode->mu_);
+  return inode->replied_version_;
+}
+
 void InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
   if (std::shared_ptr<Inode> inode = Get(ino)) Replied(*inode, version);
 }

@@ -132,6 +132,9 @@ class InodeTable {
 
   // Records that the kernel was given the attributes of `version`.
   void RepliedVersion(uint64_t ino, const std::string& version);
+  // The version whose attributes the kernel was given last ("" if none, or
+  // the inode is gone).
+  std::string KernelVersion(uint64_t ino) const;
 
   // What an open of `version` means for the kernel's caches of the inode.
   struct OpenCheck {

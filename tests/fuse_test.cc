@@ -127,6 +127,22 @@ class FuseTest : public ::testing::Test {
     return f.ok() ? std::move(*f) : nullptr;
   }
 
+  // Replaces val/e.jpg in the store with pattern `seed` and expects `path`
+  // (its file in a mount) to read the new bytes within the attribute timeout
+  // (1 s) and the master's metadata TTL (1 s), never a mix of the two.
+  void ExpectReplacedWhole(const std::string& path, int seed) {
+    const std::string replaced = PatternBytes(500001, seed);
+    ASSERT_TRUE(store_->Put("val/e.jpg", replaced).ok());
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          auto now = ReadAll(path);
+          if (now.ok() && *now != replaced && *now != files_["val/e.jpg"])
+            ADD_FAILURE() << "mixed bytes of two versions";
+          return now.ok() && *now == replaced;
+        },
+        absl::Seconds(15)));
+  }
+
   std::string Local(const std::string& rel) const {
     return absl::StrCat(src_.path(), "/", rel);
   }
@@ -682,17 +698,40 @@ TEST_F(FuseTest, ReplacedFileIsVisibleAfterTheTtl) {
   ASSERT_NE(fuse, nullptr);
   const std::string path = fuse->mountpoint() + "/datasets/ds/val/e.jpg";
   ASSERT_EQ(ReadAll(path).value_or("<error>"), files_["val/e.jpg"]);
-  const std::string replaced = PatternBytes(500001, 99);
-  ASSERT_TRUE(store_->Put("val/e.jpg", replaced).ok());
-  // Attribute timeout 1 s + the master's metadata TTL 1 s.
-  EXPECT_TRUE(testing::WaitFor(
-      [&] {
-        auto now = ReadAll(path);
-        if (now.ok() && *now != replaced && *now != files_["val/e.jpg"])
-          ADD_FAILURE() << "mixed bytes of two versions";
-        return now.ok() && *now == replaced;
-      },
-      absl::Seconds(15)));
+  ExpectReplacedWhole(path, 99);
+}
+
+// --opens=kernel: the daemon declines OPEN, so the kernel opens and closes
+// files itself (no OPEN, RELEASE or FLUSH) and serves warm files from its
+// page cache; a replaced object is read whole at its new version once the
+// kernel asks for its attributes again, never mixed with the old one.
+TEST_F(FuseTest, KernelOpensReadWarmFilesWithNoRequest) {
+  EXPECT_EQ(Sh(absl::StrCat(LARDER_CLI_BINARY, " fuse ", src_.path(),
+                            " --opens=kernel 2>&1"))
+                .code,
+            2);  // Needs --writes=off.
+  auto fuse = Mount({"--opens=kernel", "--writes=off"});
+  ASSERT_NE(fuse, nullptr);
+  const std::string path = fuse->mountpoint() + "/datasets/ds/val/e.jpg";
+  ASSERT_EQ(ReadAll(path).value_or("<error>"), files_["val/e.jpg"]);
+  auto requests = [&] {
+    double n = 0;
+    for (const char* op : {"open", "read", "release"}) {
+      n += fuse->Metric(absl::StrCat("larder_fuse_operations_total{op=\"", op,
+                                     "\"}"))
+               .value_or(-1000);
+    }
+    return n;
+  };
+  const double before = requests();
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(ReadAll(path).value_or("<error>"), files_["val/e.jpg"]);
+  EXPECT_EQ(requests(), before);
+  EXPECT_THAT(testing::ReadFile(fuse->log_path()).value_or(""),
+              HasSubstr("opens=kernel"));
+
+  ExpectReplacedWhole(path, 98);
+  EXPECT_FALSE(fuse->Exited());
 }
 
 TEST_F(FuseTest, LargeDirectoriesAreListedPageByPage) {
