@@ -291,7 +291,8 @@ absl::Status FuseMount::Fs::Mount() {
       static_cast<size_t>(std::min<uint64_t>(65536, fd_limit / 2)));
   lease_ahead_ = std::make_unique<LeaseAhead>(
       LeaseAhead::Options{
-          .capacity = options_.passthrough
+          // Not with opens by the kernel: nothing would take them.
+          .capacity = options_.passthrough && options_.opens != "kernel"
                           ? static_cast<size_t>(std::min<uint64_t>(
                                 options_.lease_ahead, fd_limit / 4))
                           : 0,
