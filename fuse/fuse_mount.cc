@@ -5,13 +5,15 @@
 // unmount, and tears down. See fuse_mount.h.
 #include "fuse/fuse_mount.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <prometheus/registry.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -119,8 +121,9 @@ class FuseMount::Fs {
   // polls the table every ring_refresh).
   void FollowWrites();
   void StopFollowingWrites();
-  // Sets the mount's read-only flag (MS_REMOUNT, keeping its other flags).
-  absl::Status Remount(bool read_only);
+  // Sets the read-only flag of the mount's superblock (fspick + fsconfig,
+  // Linux 5.2+; CAP_SYS_ADMIN).
+  absl::Status SetSuperblockReadOnly(bool read_only);
 
   const FuseOptions options_;
   const std::unique_ptr<Client> client_;
@@ -149,67 +152,79 @@ class FuseMount::Fs {
   std::thread writes_follower_;
 };
 
-absl::Status FuseMount::Fs::Remount(bool read_only) {
+absl::Status FuseMount::Fs::SetSuperblockReadOnly(bool read_only) {
   std::optional<MountInfo> m = FindMount(resolved_mountpoint_);
-  if (!m || m->device != device_) {
+  if (!m || m->device.empty() || m->device != device_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the mount at ", resolved_mountpoint_, " is no longer this daemon's"));
   }
-  struct statvfs st;
-  if (::statvfs(resolved_mountpoint_.c_str(), &st) != 0)
-    return absl::InternalError(absl::StrCat("statvfs ", resolved_mountpoint_,
-                                            ": ", std::strerror(errno)));
-  unsigned long flags = MS_REMOUNT;  // NOLINT(runtime/int): mount(2)'s type.
-  for (const auto& [st_flag, ms_flag] :
-       {std::pair<unsigned long, unsigned long>{ST_NOSUID, MS_NOSUID},
-        {ST_NODEV, MS_NODEV},
-        {ST_NOEXEC, MS_NOEXEC},
-        {ST_NOATIME, MS_NOATIME},
-        {ST_NODIRATIME, MS_NODIRATIME},
-        {ST_RELATIME, MS_RELATIME}}) {
-    if (st.f_flag & st_flag) flags |= ms_flag;
-  }
-  if (read_only) flags |= MS_RDONLY;
-  if (::mount(nullptr, resolved_mountpoint_.c_str(), nullptr, flags, nullptr) !=
-      0) {
+  // The superblock's flag, not the mount's: every copy of the mount (the
+  // host's and the pods' through mount propagation, bind mounts) checks it,
+  // where a remount would change the daemon's own copy only. And no
+  // request to this daemon (statvfs would be one).
+  const int fd = static_cast<int>(
+      ::syscall(SYS_fspick, AT_FDCWD, resolved_mountpoint_.c_str(),
+                FSPICK_CLOEXEC | FSPICK_NO_AUTOMOUNT));
+  absl::Status st;
+  if (fd < 0 ||
+      ::syscall(SYS_fsconfig, fd, FSCONFIG_SET_FLAG, read_only ? "ro" : "rw",
+                nullptr, 0) != 0 ||
+      ::syscall(SYS_fsconfig, fd, FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr,
+                0) != 0) {
     const int err = errno;
-    const std::string what =
-        absl::StrCat("remount ", read_only ? "read-only" : "read-write", ": ",
-                     std::strerror(err));
-    if (err == EPERM) return absl::PermissionDeniedError(what);
-    if (err == EBUSY) return absl::UnavailableError(what);
-    return absl::InternalError(what);
+    const std::string what = absl::StrCat(
+        "making the mount ", read_only ? "read-only" : "read-write", ": ",
+        std::strerror(err));
+    if (err == EPERM) {
+      st = absl::PermissionDeniedError(what);
+    } else if (err == EBUSY) {
+      st = absl::UnavailableError(what);  // A file open for writing.
+    } else if (err == ENOSYS) {
+      st = absl::UnimplementedError(what);  // Before Linux 5.2.
+    } else {
+      st = absl::InternalError(what);
+    }
+  } else {
+    read_only_ = read_only;
   }
-  read_only_ = read_only;
-  return absl::OkStatus();
+  if (fd >= 0) ::close(fd);
+  return st;
 }
 
 void FuseMount::Fs::FollowWrites() {
   writes_follower_ = std::thread([this] {
-    bool failed = false;  // Logged once until a remount succeeds.
+    std::string logged;  // The last failure logged: each is logged once.
     while (!stop_following_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
       const bool want_read_only = !client_->AnyWritableMount();
       if (want_read_only == read_only_) continue;
-      const absl::Status st = Remount(want_read_only);
+      const absl::Status st = SetSuperblockReadOnly(want_read_only);
       if (st.ok()) {
-        failed = false;
+        logged.clear();
         LARDER_LOG(INFO, "fuse.remounted")
             .Field("mountpoint", options_.mountpoint)
             .Field("read_only", want_read_only)
             .Field("why", want_read_only ? "no mount of the table is writable"
                                          : "a mount of the table is writable");
-      } else if (!failed && !absl::IsUnavailable(st)) {
-        // Busy (a file open for writing while going read-only): next tick.
-        failed = true;
-        LARDER_LOG(ERROR, "fuse.remount_failed")
-            .Field("mountpoint", options_.mountpoint)
-            .Field("read_only", want_read_only)
-            .Field("status", st)
-            .Field("fix", want_read_only
-                              ? "none needed: writes to mounts that are not "
-                                "writable still fail"
-                              : "restart larder fuse with --writes=on (or as "
-                                "root): until then writes fail with EROFS");
+        continue;
+      }
+      // Busy (a file open for writing while going read-only): next tick.
+      if (absl::IsUnavailable(st) || st.ToString() == logged) continue;
+      logged = st.ToString();
+      LARDER_LOG(ERROR, "fuse.remount_failed")
+          .Field("mountpoint", options_.mountpoint)
+          .Field("read_only", want_read_only)
+          .Field("status", st)
+          .Field("fix",
+                 want_read_only ? "none needed: writes to mounts that are not "
+                                  "writable still fail"
+                 : absl::IsPermissionDenied(st)
+                     ? "run larder fuse as root (CAP_SYS_ADMIN), or with "
+                       "--writes=on: until then writes fail with EROFS"
+                     : "restart larder fuse with --writes=on: until then "
+                       "writes fail with EROFS");
+      if (absl::IsPermissionDenied(st) || absl::IsUnimplemented(st) ||
+          absl::IsFailedPrecondition(st)) {
+        return;  // Will not change: stop asking.
       }
     }
   });
@@ -312,9 +327,6 @@ absl::Status FuseMount::Fs::Mount() {
                    options_.max_read);
   if (options_.allow_other) opts += ",allow_other";
   if (options_.auto_unmount) opts += ",auto_unmount";
-  read_only_ = options_.writes == "off" ||
-               (options_.writes == "auto" && !client_->AnyWritableMount());
-  if (read_only_) opts += ",ro";
   std::vector<std::string> argv = {"larder-fuse", "-o", opts};
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
@@ -336,6 +348,17 @@ absl::Status FuseMount::Fs::Mount() {
   mounted_ = true;
   if (std::optional<MountInfo> m = FindMount(resolved_mountpoint_))
     device_ = m->device;
+  // Read-only (the superblock, so that every copy of the mount is) while
+  // no mount takes writes; a daemon that may not set it stays read-write.
+  if (options_.writes == "off" ||
+      (options_.writes == "auto" && !client_->AnyWritableMount())) {
+    if (absl::Status st = SetSuperblockReadOnly(true); !st.ok()) {
+      LARDER_LOG(WARNING, "fuse.not_read_only")
+          .Field("mountpoint", options_.mountpoint)
+          .Field("status", st)
+          .Field("cost", "a GETATTR round trip per open of a file read before");
+    }
+  }
   // fusermount3's auto_unmount leaves the mount of a daemon killed with
   // SIGKILL behind when its requests went through io_uring: a watchdog
   // process unmounts it (mount_watchdog.h).
@@ -372,7 +395,7 @@ absl::Status FuseMount::Fs::Mount() {
     };
     LARDER_ASSIGN_OR_RETURN(ops_server_, OpsServer::Start(std::move(o)));
   }
-  if (options_.writes == "auto") FollowWrites();
+  if (options_.writes == "auto" && !device_.empty()) FollowWrites();
   LARDER_LOG(INFO, "fuse.mounted")
       .Field("mountpoint", options_.mountpoint)
       .Field("read_only", read_only_.load())

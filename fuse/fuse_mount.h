@@ -108,13 +108,14 @@ struct FuseOptions {
   // against 18-22% for classic (a request is served on its CPU's queue,
   // beside the reader that made it).
   std::string channel = "classic";
-  // Whether the mount takes writes at all (the kernel's read-only flag of
-  // the mount). "on": always, so the writable mounts of the table take
-  // them; "off": mounted read-only, every write fails with EROFS; "auto":
-  // read-only while no mount of the table is writable, remounted
-  // read-write within a ring refresh of one becoming so (and back; the
-  // remount needs CAP_SYS_ADMIN, else a log line says to restart with
-  // "on"). Read-only saves a GETATTR round trip per open of a file read
+  // Whether the mount takes writes at all (the read-only flag of its
+  // superblock, which every copy of the mount follows). "on": always, so
+  // the writable mounts of the table take them; "off": read-only, every
+  // write fails with EROFS; "auto": read-only while no mount of the table
+  // is writable, read-write within a ring refresh of one becoming so (and
+  // back). Setting the flag needs CAP_SYS_ADMIN; without it the mount stays
+  // read-write, logged. Read-only saves a GETATTR round trip per open of a
+  // file read
   // before: the kernel marks a read-write FUSE file's access time stale at
   // every read, so the fstat(2) that Python's open() makes went to the
   // daemon (python_loader_bench: 3 requests per file per warm epoch -> 2).

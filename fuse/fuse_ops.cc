@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -130,6 +131,17 @@ struct stat FuseOps::Attr(absl::string_view path, const FileInfo& info) const {
   st.st_mtim.tv_sec = st.st_atim.tv_sec = st.st_ctim.tv_sec = ns / 1000000000;
   st.st_mtim.tv_nsec = st.st_atim.tv_nsec = st.st_ctim.tv_nsec =
       ns % 1000000000;
+  // With opens by the kernel its pages of a file are dropped only when the
+  // size or mtime it is told changes (auto_inval_data): an object replaced
+  // within its store's mtime resolution (S3: a second) and at the same size
+  // must still look changed, so whole-second mtimes carry a fraction made
+  // from the version.
+  if (no_open_ && !info.is_dir && st.st_mtim.tv_nsec == 0 &&
+      !info.version.empty()) {
+    st.st_mtim.tv_nsec = st.st_atim.tv_nsec = st.st_ctim.tv_nsec =
+        static_cast<long>(std::hash<std::string>{}(info.version) % 999999999 +
+                          1);
+  }
   return st;
 }
 
@@ -527,13 +539,15 @@ std::shared_ptr<File> FuseOps::SharedFile(fuse_req_t req, fuse_ino_t ino,
   }
   if ((*opened)->info().version != kernel) {
     // The kernel's pages and size are another version's: this one's bytes
-    // among them would tear the file. Reads fail (as an open file's do when
-    // its object changes) until the kernel asks for the attributes again
-    // (attr_timeout, or at once after an invalidation from the log): the
-    // new mtime drops its pages (auto_inval_data) and reads go on with the
-    // new version.
-    inodes_.RepliedVersion(ino, "");
-    LARDER_LOG(INFO, "fuse.read_changed")
+    // among them would tear the file. This read fails (as an open file's
+    // do when its object changes); the kernel is told its attributes are
+    // stale, its next read fetches them, the new mtime (see Attr) drops its
+    // pages (auto_inval_data), and reads go on with the new version.
+    // Only the kernel's attributes (offset -1: no page is waited for, so
+    // safe inside a read): its next read asks for them again.
+    if (inodes_.ForgetKernelVersion(ino, kernel) && session_ != nullptr)
+      fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);
+    LARDER_LOG(DEBUG, "fuse.read_changed")
         .Field("path", *path)
         .Field("kernel_version", kernel)
         .Field("version", (*opened)->info().version);
@@ -640,6 +654,10 @@ void FuseOps::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     return;
   }
   auto* f = reinterpret_cast<OpenFile*>(fi->fh);
+  if (f == nullptr) {  // Opened by the kernel: nothing of ours to release.
+    fuse_reply_err(req, 0);
+    return;
+  }
   f->inode->DetachOpen(f->passthrough, fs->backing_);
   delete f;
   fs->metrics_.open_files->Decrement();

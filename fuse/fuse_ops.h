@@ -100,7 +100,8 @@ class FuseOps {
   // attributes the kernel holds; ESTALE (and the kernel's attributes
   // dropped at its next ask) when the object is now another.
   std::shared_ptr<File> SharedFile(fuse_req_t req, fuse_ino_t ino,
-                                   OpScope& scope);
+                                   OpScope& scope)
+      ABSL_LOCKS_EXCLUDED(shared_mu_);
   // Forgets the File of an inode the kernel no longer holds.
   void DropShared(fuse_ino_t ino) {
     if (!no_open_ || inodes_.Get(ino) != nullptr) return;

@@ -81,6 +81,15 @@ std::string InodeTable::KernelVersion(uint64_t ino) const {
   return inode->replied_version_;
 }
 
+bool InodeTable::ForgetKernelVersion(uint64_t ino, const std::string& version) {
+  std::shared_ptr<Inode> inode = Get(ino);
+  if (!inode) return false;
+  absl::MutexLock lock(&inode->mu_);
+  if (inode->replied_version_ != version) return false;
+  inode->replied_version_.clear();
+  return true;
+}
+
 void InodeTable::RepliedVersion(uint64_t ino, const std::string& version) {
   if (std::shared_ptr<Inode> inode = Get(ino)) Replied(*inode, version);
 }

@@ -135,6 +135,9 @@ class InodeTable {
   // The version whose attributes the kernel was given last ("" if none, or
   // the inode is gone).
   std::string KernelVersion(uint64_t ino) const;
+  // Forgets the kernel's version if it is still `version` (a getattr may
+  // have given it a newer one meanwhile); true if it did.
+  bool ForgetKernelVersion(uint64_t ino, const std::string& version);
 
   // What an open of `version` means for the kernel's caches of the inode.
   struct OpenCheck {
