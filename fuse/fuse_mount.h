@@ -124,7 +124,7 @@ struct FuseOptions {
   // passthrough, per-open version, direct_io). "kernel": the daemon
   // declines OPEN (FUSE no-open, Linux 3.16+ with libfuse 3), so opens and
   // closes cost no request and warm files are read from the kernel's page
-  // cache: python_loader_bench's DataLoader at 0.52-0.56 of a local page
+  // cache: python_loader_bench's DataLoader at 0.52-0.61 of a local page
   // cache against 0.32-0.42 (this 2-core VM), at the cost of the page
   // cache holding the files
   // beside the worker's RAM tier (no passthrough, no direct_io: large files
