@@ -96,18 +96,14 @@ class FuseOps {
   void ReplyReadOnly(fuse_req_t req, const char* op, fuse_ino_t ino,
                      absl::string_view name = "");
   struct stat Attr(absl::string_view path, const FileInfo& info) const;
-  // A read with no open (no_open_): the inode's File, of the version whose
-  // attributes the kernel holds; ESTALE (and the kernel's attributes
-  // dropped at its next ask) when the object is now another.
+  // A read with no open (no_open_, kernel_opens.cc): the inode's File, of the
+  // version whose attributes the kernel holds; ESTALE (and the kernel's
+  // attributes dropped at its next ask) when the object is now another.
   std::shared_ptr<File> SharedFile(fuse_req_t req, fuse_ino_t ino,
                                    OpScope& scope)
       ABSL_LOCKS_EXCLUDED(shared_mu_);
   // Forgets the File of an inode the kernel no longer holds.
-  void DropShared(fuse_ino_t ino) {
-    if (!no_open_ || inodes_.Get(ino) != nullptr) return;
-    absl::MutexLock lock(&shared_mu_);
-    shared_files_.erase(ino);
-  }
+  void DropShared(fuse_ino_t ino) ABSL_LOCKS_EXCLUDED(shared_mu_);
   // Replies to a read of [off, off + size) of `file`.
   void ReplyRead(fuse_req_t req, OpScope& scope, File& file, size_t size,
                  off_t off);
