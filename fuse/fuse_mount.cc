@@ -346,13 +346,20 @@ absl::Status FuseMount::Fs::Mount() {
         " (is /dev/fuse there and fusermount3 installed? see the log above)"));
   }
   mounted_ = true;
-  if (std::optional<MountInfo> m = FindMount(resolved_mountpoint_))
-    device_ = m->device;
+  const std::optional<MountInfo> mounted = FindMount(resolved_mountpoint_);
+  if (mounted) device_ = mounted->device;
   // Read-only (the superblock, so that every copy of the mount is) while
   // no mount takes writes; a daemon that may not set it stays read-write.
   if (options_.writes == "off" ||
       (options_.writes == "auto" && !client_->AnyWritableMount())) {
     if (absl::Status st = SetSuperblockReadOnly(true); !st.ok()) {
+      // Opens by the kernel reach no open handler, so the kernel alone may
+      // refuse their writes.
+      if (options_.opens == "kernel") {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--opens=kernel needs a read-only mount, and ", st.message(),
+            " (run larder fuse as root, or with --opens=daemon)"));
+      }
       LARDER_LOG(WARNING, "fuse.not_read_only")
           .Field("mountpoint", options_.mountpoint)
           .Field("status", st)
@@ -364,10 +371,9 @@ absl::Status FuseMount::Fs::Mount() {
   // process unmounts it (mount_watchdog.h).
   if (options_.auto_unmount && options_.channel != "classic" &&
       UringChannel::KernelAllows()) {
-    std::optional<MountInfo> m = FindMount(resolved_mountpoint_);
     absl::StatusOr<std::unique_ptr<MountWatchdog>> w =
-        m && absl::StartsWith(m->type, "fuse")
-            ? MountWatchdog::Start(resolved_mountpoint_, m->device)
+        mounted && absl::StartsWith(mounted->type, "fuse")
+            ? MountWatchdog::Start(resolved_mountpoint_, mounted->device)
             : absl::NotFoundError("the new mount is not in mountinfo");
     if (w.ok()) {
       watchdog_ = *std::move(w);

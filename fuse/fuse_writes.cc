@@ -146,9 +146,13 @@ void FuseOps::Create(fuse_req_t req, fuse_ino_t parent, const char* name,
   fs->StartWrite(req, scope, InodeTable::Child(*dir, name), 0, true, fi);
 }
 
-void FuseOps::Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size,
-                    off_t off, fuse_file_info* fi) {
+void FuseOps::Write(fuse_req_t req, fuse_ino_t ino, const char* buf,
+                    size_t size, off_t off, fuse_file_info* fi) {
   FuseOps* fs = Self(req);
+  if (!IsWriteHandle(fi)) {  // Not opened by StartWrite (e.g. by the kernel).
+    fs->ReplyReadOnly(req, "write", ino);
+    return;
+  }
   OpScope scope(fs->metrics_, kWrite);
   WriteFile* w = WriteHandle(fi);
   absl::MutexLock lock(&w->mu);
