@@ -23,7 +23,10 @@ a local directory as under-store). Prints one table.
 
   PYTHONPATH=build/python bench/python_loader_bench.py [--files 5000] [--size 102400]
       [--workers 4] [--rounds 5] [--shard_mib 1024] [--dir /tmp/larder-pybench]
-      [--fuse_flags=--flag=value,...]
+      [--fuse_flags=--flag=value,...] [--fuse_only]
+
+  --fuse_only: rows 1-2 alone, without the larder module (for a machine whose
+  Python is not the one the module was built for).
 """
 import argparse
 import os
@@ -40,9 +43,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python", "tests"))
 
 from torch.utils.data import DataLoader, Dataset, RandomSampler  # noqa: E402
 
-import larder  # noqa: E402
 from cluster import Cluster, free_port  # noqa: E402
-from larder.torch import LarderMapDataset, PrefetchSampler  # noqa: E402
+
+try:
+    import larder
+    from larder.torch import LarderMapDataset, PrefetchSampler
+except ImportError as e:  # --fuse_only needs neither (another Python than the build's).
+    larder, LARDER_IMPORT_ERROR = None, e
 
 
 class FileDataset(Dataset):
@@ -110,7 +117,12 @@ def main():
     ap.add_argument("--dir", default="/tmp/larder-pybench")
     ap.add_argument("--fuse_flags", default="",
                     help="extra `larder fuse` flags, comma-separated")
+    ap.add_argument("--fuse_only", action="store_true",
+                    help="the page cache and FUSE rows alone; no larder module needed")
     args = ap.parse_args()
+    if larder is None and not args.fuse_only:
+        sys.exit("python_loader_bench: cannot import larder (%s): set PYTHONPATH=build/python, "
+                 "or pass --fuse_only" % LARDER_IMPORT_ERROR)
 
     shutil.rmtree(args.dir, ignore_errors=True)
     data = os.path.join(args.dir, "data")
@@ -126,10 +138,16 @@ def main():
     paths = sorted(os.path.join(dp, n) for dp, _, ns in os.walk(os.path.join(data, "small"))
                    for n in ns)
     rows = []
+    measure(args, data, shard, paths, rows)
+    print_table(args, rows)
+
+
+def measure(args, data, shard, paths, rows):
+    """Appends the table's rows (a cluster of its own, stopped on return)."""
     ram = "%dMiB" % (args.files * args.size * 2 // (1 << 20) + args.shard_mib + 512)
     with Cluster(workers=2, allowed_root=data, ram=ram) as c:
         c.mount("/b", "file://" + data)
-        client = larder.Client(c.master)
+        client = None if args.fuse_only else larder.Client(c.master)
 
         # 1-3. The same DataLoader settings over the page cache, the FUSE
         # mount and the client, warm, with persistent workers: one warm-up
@@ -150,16 +168,17 @@ def main():
             deadline = time.monotonic() + 30
             while not os.path.ismount(mnt) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            ds = LarderMapDataset.from_prefix("/b/small", transform=length, client=client)
-            assert len(ds) == args.files
             fpaths = [os.path.join(mnt, "b", os.path.relpath(p, data)) for p in paths]
-            by_path = LarderMapDataset(ds.paths, ds.sizes, transform=length, client=client)
             loaders = [make_loader(FileDataset(paths), args.workers),
-                       make_loader(FileDataset(fpaths), args.workers),
-                       make_loader(ds, args.workers),
-                       make_loader(ds, args.workers, persistent=False),
-                       make_loader(by_path, args.workers, persistent=False),
-                       make_loader(FileDataset(paths), args.workers, persistent=False)]
+                       make_loader(FileDataset(fpaths), args.workers)]
+            if not args.fuse_only:
+                ds = LarderMapDataset.from_prefix("/b/small", transform=length, client=client)
+                assert len(ds) == args.files
+                by_path = LarderMapDataset(ds.paths, ds.sizes, transform=length, client=client)
+                loaders += [make_loader(ds, args.workers),
+                            make_loader(ds, args.workers, persistent=False),
+                            make_loader(by_path, args.workers, persistent=False),
+                            make_loader(FileDataset(paths), args.workers, persistent=False)]
             rates = [[] for _ in loaders]
             fuse_requests = {}  # op -> requests per file, each warm FUSE epoch
             rpcs = [[] for _ in loaders]
@@ -183,8 +202,8 @@ def main():
                         rates[k].append(rate)
                         rpcs[k].append(c.master_metric(all_rpcs) - before)
                         stats[k].append(c.master_metric(stat_rpcs) - stat_before)
-            local, fz, lar, fresh, fresh_paths, fresh_local = (statistics.median(x)
-                                                               for x in rates)
+            medians = [statistics.median(x) for x in rates]
+            local, fz = medians[:2]
             del loaders
         finally:
             fuse.terminate()
@@ -196,6 +215,9 @@ def main():
                              if statistics.median(v) >= 0.005)
         rows.append(("FUSE mount (open/read)", "%.0f samples/s" % fz,
                      "%.2f; FUSE requests per file: %s" % (fz / local, per_file or "none")))
+        if args.fuse_only:
+            return
+        lar, fresh, fresh_paths, fresh_local = medians[2:]
         rows.append(("larder.torch LarderMapDataset", "%.0f samples/s" % lar,
                      "%.2f (%.2fx FUSE)" % (lar / local, lar / fz)))
         late_rows = [
@@ -254,6 +276,8 @@ def main():
                      "%.2f: new worker processes every epoch, no Larder"
                      % (fresh_local / local)))
 
+
+def print_table(args, rows):
     shutil.rmtree(args.dir, ignore_errors=True)
     print("python_loader_bench: %d x %d KiB files, DataLoader(num_workers=%d, batch_size=64), "
           "median of %d epochs; %d CPUs" % (args.files, args.size >> 10, args.workers, args.rounds,
