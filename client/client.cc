@@ -170,6 +170,14 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     return FromProto(r.info());
   }
 
+  std::optional<absl::StatusOr<FileInfo>> CachedStat(
+      absl::string_view path) override {
+    std::optional<absl::StatusOr<v1::StatResponse>> r = view_.CachedStat(path);
+    if (!r) return std::nullopt;
+    if (!r->ok()) return r->status();
+    return FromProto((*r)->info());
+  }
+
   absl::StatusOr<std::shared_ptr<const std::vector<FileInfo>>> ListDir(
       absl::string_view path) override {
     return view_.ListDir(path);

@@ -51,33 +51,58 @@ void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
   o->set_writable(f.writable);
 }
 
-absl::StatusOr<v1::StatResponse> MetadataView::Stat(absl::string_view path) {
-  LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
-  const absl::Time now = absl::Now();
-  using Ptr = std::shared_ptr<const NodeMetadataCache::Stat>;
-  std::optional<Ptr> stale;
-  absl::Time stale_expires = absl::InfinitePast();
+std::optional<NodeMetadataCache::Stat> MetadataView::Fresh(
+    const std::string& key, absl::Time now,
+    std::shared_ptr<const NodeMetadataCache::Stat>* stale,
+    absl::Time* stale_expires) {
   if (auto f = cache_->GetStat(key)) {
     if (f->expires > now) {
       ++hits_;
-      return Answer(*f->value);
+      return *f->value;
     }
-    stale = f->value;
-    stale_expires = f->expires;
+    *stale = f->value;
+    *stale_expires = f->expires;
   }
   if (key != "/") {
     if (auto l = cache_->GetListing(ParentClusterPath(key))) {
       std::optional<NodeMetadataCache::Stat> s = FromListing(key, *l->value);
       if (s && l->expires > now) {
         ++hits_;
-        return Answer(*s);
+        return s;
       }
-      if (s && l->expires > stale_expires) {
-        stale = std::make_shared<const NodeMetadataCache::Stat>(*s);
-        stale_expires = l->expires;
+      if (s && l->expires > *stale_expires) {
+        *stale = std::make_shared<const NodeMetadataCache::Stat>(*s);
+        *stale_expires = l->expires;
       }
     }
   }
+  return std::nullopt;
+}
+
+std::optional<absl::StatusOr<v1::StatResponse>> MetadataView::CachedStat(
+    absl::string_view path) {
+  absl::StatusOr<std::string> key = NormalizeClusterPath(path);
+  if (!key.ok()) return key.status();
+  std::shared_ptr<const NodeMetadataCache::Stat> stale;
+  absl::Time stale_expires = absl::InfinitePast();
+  std::optional<NodeMetadataCache::Stat> s =
+      Fresh(*key, absl::Now(), &stale, &stale_expires);
+  if (!s) return std::nullopt;
+  return Answer(*s);
+}
+
+absl::StatusOr<v1::StatResponse> MetadataView::Stat(absl::string_view path) {
+  LARDER_ASSIGN_OR_RETURN(const std::string key, NormalizeClusterPath(path));
+  const absl::Time now = absl::Now();
+  using Ptr = std::shared_ptr<const NodeMetadataCache::Stat>;
+  Ptr stale_answer;
+  absl::Time stale_expires = absl::InfinitePast();
+  if (std::optional<NodeMetadataCache::Stat> s =
+          Fresh(key, now, &stale_answer, &stale_expires)) {
+    return Answer(*s);
+  }
+  std::optional<Ptr> stale;
+  if (stale_answer) stale = std::move(stale_answer);
   LARDER_ASSIGN_OR_RETURN(
       Ptr answer, FetchOrStale<Ptr>(key, std::move(stale), stale_expires, now,
                                     [&] { return Fetch(key, now); }));

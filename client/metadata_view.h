@@ -105,6 +105,11 @@ class MetadataView {
 
   // Errors: InvalidArgument (a malformed path), NotFound, the master's.
   absl::StatusOr<v1::StatResponse> Stat(absl::string_view path);
+  // Stat's answer (found, NotFound, or InvalidArgument) if this process's
+  // cache holds it fresh; else none, and nobody asked (for a caller that
+  // must not wait: the FUSE daemon's few request threads).
+  std::optional<absl::StatusOr<v1::StatResponse>> CachedStat(
+      absl::string_view path);
   // The whole directory, sorted by path. Errors: those of Stat, and
   // ResourceExhausted for a directory larger than the cache takes (page it
   // with the master's List instead).
@@ -131,6 +136,13 @@ class MetadataView {
   Counters counters() const;
 
  private:
+  // A fresh answer for `key` from this process's cache (a hit, counted);
+  // else none, with the freshest expired answer held, if any, in `stale`
+  // (expired at `stale_expires`).
+  std::optional<NodeMetadataCache::Stat> Fresh(
+      const std::string& key, absl::Time now,
+      std::shared_ptr<const NodeMetadataCache::Stat>* stale,
+      absl::Time* stale_expires);
   // Stale-if-error, for a cache miss of `key`: `fetch` asks; when the
   // master (or its under-store) cannot be reached, `stale` (expired at
   // `expired`) is served within the stale window, counted and logged. While

@@ -154,6 +154,42 @@ TEST_F(MetadataViewTest, AListingAnswersStatsBelowIt) {
   EXPECT_EQ(backend_.master_lists, 1);
 }
 
+TEST_F(MetadataViewTest, CachedStatAnswersOnlyFromTheCacheAndAsksNobody) {
+  backend_.files = {{"/m/a", 1}, {"/m/d/x", 3}};
+  backend_.ttl_remaining_ms = 50;
+  MetadataView view = View();
+  // Nothing cached: no answer, and nobody asked.
+  EXPECT_FALSE(view.CachedStat("/m/a").has_value());
+  EXPECT_FALSE(view.CachedStat("/m/none").has_value());
+  EXPECT_EQ(backend_.master_stats + backend_.node_stats, 0);
+  // Found and NotFound, once Stat has them.
+  ASSERT_TRUE(view.Stat("/m/a").ok());
+  ASSERT_FALSE(view.Stat("/m/none").ok());
+  const int asked = backend_.master_stats + backend_.node_stats;
+  std::optional<absl::StatusOr<v1::StatResponse>> a = view.CachedStat("/m/a");
+  ASSERT_TRUE(a.has_value());
+  ASSERT_TRUE(a->ok());
+  EXPECT_EQ((*a)->info().size(), 1u);
+  std::optional<absl::StatusOr<v1::StatResponse>> none =
+      view.CachedStat("/m/none");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->status().code(), absl::StatusCode::kNotFound);
+  // From a directory's listing too.
+  ASSERT_TRUE(view.ListDir("/m/d").ok());
+  std::optional<absl::StatusOr<v1::StatResponse>> x = view.CachedStat("/m/d/x");
+  ASSERT_TRUE(x.has_value() && x->ok());
+  EXPECT_EQ((*x)->info().size(), 3u);
+  EXPECT_EQ(backend_.master_stats + backend_.node_stats, asked);
+  // Expired: no answer (the caller asks with Stat, where it may wait).
+  absl::SleepFor(absl::Milliseconds(80));
+  EXPECT_FALSE(view.CachedStat("/m/a").has_value());
+  EXPECT_EQ(backend_.master_stats + backend_.node_stats, asked);
+  // A malformed path is an answer: InvalidArgument.
+  std::optional<absl::StatusOr<v1::StatResponse>> bad = view.CachedStat("m/a");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(MetadataViewTest, ExpiredAnswersAreServedWhileTheMasterIsDown) {
   backend_.files = {{"/m/a", 1}};
   backend_.ttl_remaining_ms = 1;

@@ -315,6 +315,11 @@ class Client {
   // (master unreachable and nothing cached within the stale window),
   // InvalidArgument.
   virtual absl::StatusOr<FileInfo> Stat(absl::string_view path) = 0;
+  // Stat's answer if this process's metadata cache holds it fresh (found,
+  // or NotFound); else none, and nobody asked: for a caller that must not
+  // wait on the network.
+  virtual std::optional<absl::StatusOr<FileInfo>> CachedStat(
+      absl::string_view path) = 0;
   // A whole directory, sorted by path, from the metadata cache when fresh,
   // else listed from the master page by page and cached ("/" lists the
   // mounts). Stats of its entries are then answered from it. Errors: as
