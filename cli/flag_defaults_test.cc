@@ -28,6 +28,7 @@ ABSL_DECLARE_FLAG(int, lease_ahead);
 ABSL_DECLARE_FLAG(absl::Duration, lease_ahead_keep);
 ABSL_DECLARE_FLAG(std::string, kernel_read_ahead);
 ABSL_DECLARE_FLAG(int, fuse_threads);
+ABSL_DECLARE_FLAG(int, fuse_channel_threads);
 ABSL_DECLARE_FLAG(bool, allow_other);
 ABSL_DECLARE_FLAG(bool, auto_unmount);
 ABSL_DECLARE_FLAG(std::string, fuse_metrics_listen);
@@ -77,6 +78,7 @@ TEST(FlagDefaultsTest, FuseFlagsStartFromFuseOptions) {
   EXPECT_EQ(absl::GetFlag(FLAGS_lease_ahead_keep), o.lease_ahead_keep);
   EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_kernel_read_ahead)), o.read_ahead);
   EXPECT_EQ(absl::GetFlag(FLAGS_fuse_threads), o.max_threads);
+  EXPECT_EQ(absl::GetFlag(FLAGS_fuse_channel_threads), o.channel_threads);
   EXPECT_EQ(absl::GetFlag(FLAGS_allow_other), o.allow_other);
   EXPECT_EQ(absl::GetFlag(FLAGS_auto_unmount), o.auto_unmount);
   EXPECT_EQ(absl::GetFlag(FLAGS_fuse_metrics_listen), o.ops_listen);

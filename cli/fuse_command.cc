@@ -79,7 +79,11 @@ ABSL_FLAG(std::string, fuse_channel, larder::FuseOptions().channel,
           "(FUSE over io_uring where the kernel allows it: Linux 6.14+ with "
           "/sys/module/fuse/parameters/enable_uring Y; else /dev/fuse).");
 ABSL_FLAG(int, fuse_threads, larder::FuseOptions().max_threads,
-          "fuse: most requests served at once.");
+          "fuse: most requests served at once (those that may wait on the "
+          "network, a cold read say, on threads of their own).");
+ABSL_FLAG(int, fuse_channel_threads, larder::FuseOptions().channel_threads,
+          "fuse: threads taking requests from /dev/fuse and serving the "
+          "quick ones (few: more cost warm files CPU and speed).");
 ABSL_FLAG(std::string, writes, larder::FuseOptions().writes,
           "fuse: whether the mount takes writes: auto (read-only while no "
           "mount of the table is writable, remounted read-write when one "
@@ -177,6 +181,7 @@ absl::StatusOr<FuseOptions> OptionsFromFlags(const std::string& mountpoint) {
         "--opens=kernel needs --writes=off: a write goes through its open");
   }
   o.max_threads = std::max(1, absl::GetFlag(FLAGS_fuse_threads));
+  o.channel_threads = std::max(1, absl::GetFlag(FLAGS_fuse_channel_threads));
   o.allow_other = absl::GetFlag(FLAGS_allow_other);
   o.auto_unmount = absl::GetFlag(FLAGS_auto_unmount);
   o.ops_listen = absl::GetFlag(FLAGS_fuse_metrics_listen);
@@ -328,6 +333,7 @@ const Command kFuseCommand = {"fuse", "mount the cluster namespace with FUSE",
                                          "lease_ahead_keep",
                                          "fuse_channel",
                                          "fuse_threads",
+                                         "fuse_channel_threads",
                                          "writes",
                                          "opens",
                                          "allow_other",

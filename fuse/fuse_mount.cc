@@ -97,6 +97,7 @@ class FuseMount::Fs {
     StopFollowingWrites();
     client_->SetInvalidationHook(nullptr);
     notifier_.Stop();
+    if (ops_) ops_->StopSlowPool();  // Before the session they reply to.
     if (session_ != nullptr) {
       if (mounted_) fuse_session_unmount(session_);
       StopUring();
@@ -430,14 +431,18 @@ absl::Status FuseMount::Fs::Serve() {
 
   fuse_loop_config* config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(config, 1);
-  fuse_loop_cfg_set_max_threads(config,
-                                static_cast<unsigned>(options_.max_threads));
+  // A few channel threads (requests that may wait go to the slow pool:
+  // slow_requests.cc). Over io_uring they take only forgets and interrupts.
+  const auto channel_threads =
+      static_cast<unsigned>(std::max(1, options_.channel_threads));
+  fuse_loop_cfg_set_max_threads(config, channel_threads);
   // Threads stay: creating one per burst of requests costs more than it
   // saves.
-  fuse_loop_cfg_set_idle_threads(config,
-                                 static_cast<unsigned>(options_.max_threads));
+  fuse_loop_cfg_set_idle_threads(config, channel_threads);
   const int rc = fuse_session_loop_mt(session_, config);
   fuse_loop_cfg_destroy(config);
+  // The requests handed on are answered while the mount still stands.
+  ops_->StopSlowPool();
 
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   fuse_remove_signal_handlers(session_);

@@ -221,29 +221,45 @@ void FuseOps::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpScope scope(fs->metrics_, kLookup);
   std::optional<std::string> dir = fs->PathOf(req, parent, scope);
   if (!dir) return;
-  const std::string path = InodeTable::Child(*dir, name);
-  absl::StatusOr<FileInfo> info = fs->StatPath(path);
+  std::string path = InodeTable::Child(*dir, name);
+  if (fs->offloading()) {
+    if (std::optional<absl::StatusOr<FileInfo>> cached =
+            fs->CachedStatPath(path)) {
+      fs->ReplyEntry(req, scope, path, *cached);
+      return;
+    }
+    fs->Offload(std::move(scope), [fs, req, path](OpScope& scope) {
+      fs->ReplyEntry(req, scope, path, fs->StatPath(path));
+    });
+    return;
+  }
+  fs->ReplyEntry(req, scope, path, fs->StatPath(path));
+}
+
+void FuseOps::ReplyEntry(fuse_req_t req, OpScope& scope,
+                         const std::string& path,
+                         const absl::StatusOr<FileInfo>& info) {
   if (!info.ok()) {
     if (info.status().code() == absl::StatusCode::kNotFound &&
-        fs->options_.negative_timeout > absl::ZeroDuration()) {
+        options_.negative_timeout > absl::ZeroDuration()) {
       // Ino 0: the kernel caches "no such name" for the timeout.
       fuse_entry_param e{};
       e.ino = 0;
-      e.entry_timeout = absl::ToDoubleSeconds(fs->options_.negative_timeout);
+      e.entry_timeout = absl::ToDoubleSeconds(options_.negative_timeout);
       scope.Failed();
       fuse_reply_entry(req, &e);
       return;
     }
-    fs->ReplyError(req, scope, "lookup", path, info.status());
+    ReplyError(req, scope, "lookup", path, info.status());
     return;
   }
   fuse_entry_param e{};
-  e.ino = fs->inodes_.Ref(path, info->version);
-  e.attr = fs->Attr(path, *info);
-  e.attr_timeout = absl::ToDoubleSeconds(fs->options_.attr_timeout);
-  e.entry_timeout = absl::ToDoubleSeconds(fs->options_.entry_timeout);
-  fs->metrics_.inodes->Set(static_cast<double>(fs->inodes_.size()));
-  if (fuse_reply_entry(req, &e) != 0) fs->inodes_.Forget(e.ino, 1);
+  e.ino = inodes_.Ref(path, info->version);
+  e.attr = Attr(path, *info);
+  e.attr_timeout = absl::ToDoubleSeconds(options_.attr_timeout);
+  e.entry_timeout = absl::ToDoubleSeconds(options_.entry_timeout);
+  metrics_.inodes->Set(static_cast<double>(inodes_.size()));
+  if (fuse_reply_entry(req, &e) != 0) inodes_.Forget(e.ino, 1);
 }
 
 void FuseOps::Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -276,14 +292,30 @@ void FuseOps::Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   }
   std::optional<std::string> path = fs->PathOf(req, ino, scope);
   if (!path) return;
-  absl::StatusOr<FileInfo> info = fs->StatPath(*path);
-  if (!info.ok()) {
-    fs->ReplyError(req, scope, "getattr", *path, info.status());
+  if (fs->offloading()) {
+    if (std::optional<absl::StatusOr<FileInfo>> cached =
+            fs->CachedStatPath(*path)) {
+      fs->ReplyAttr(req, scope, ino, *path, *cached);
+      return;
+    }
+    fs->Offload(std::move(scope), [fs, req, ino, p = *path](OpScope& scope) {
+      fs->ReplyAttr(req, scope, ino, p, fs->StatPath(p));
+    });
     return;
   }
-  struct stat st = fs->Attr(*path, *info);
-  fs->inodes_.RepliedVersion(ino, info->version);
-  fuse_reply_attr(req, &st, absl::ToDoubleSeconds(fs->options_.attr_timeout));
+  fs->ReplyAttr(req, scope, ino, *path, fs->StatPath(*path));
+}
+
+void FuseOps::ReplyAttr(fuse_req_t req, OpScope& scope, fuse_ino_t ino,
+                        const std::string& path,
+                        const absl::StatusOr<FileInfo>& info) {
+  if (!info.ok()) {
+    ReplyError(req, scope, "getattr", path, info.status());
+    return;
+  }
+  struct stat st = Attr(path, *info);
+  inodes_.RepliedVersion(ino, info->version);
+  fuse_reply_attr(req, &st, absl::ToDoubleSeconds(options_.attr_timeout));
 }
 
 void FuseOps::Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -678,84 +710,6 @@ void FuseOps::Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     for (const char* n : kXattrs) names.append(n).push_back('\0');
   }
   ReplyXattr(req, names, size);
-}
-
-fuse_lowlevel_ops FuseOps::MakeOperations() {
-  fuse_lowlevel_ops ops{};
-  ops.init = &Init;
-  ops.lookup = &Lookup;
-  ops.forget = &Forget;
-  ops.forget_multi = &ForgetMulti;
-  ops.getattr = &Getattr;
-  ops.opendir = &Opendir;
-  ops.readdir = &Readdir;
-  ops.readdirplus = &Readdirplus;
-  ops.releasedir = &Releasedir;
-  ops.open = &Open;
-  ops.read = &Read;
-  ops.release = &Release;
-  ops.statfs = &Statfs;
-  ops.getxattr = &Getxattr;
-  ops.listxattr = &Listxattr;
-  // Writes of writable mounts (fuse_writes.cc).
-  ops.create = &Create;
-  ops.write = &Write;
-  ops.flush = &Flush;
-  ops.setattr = &Setattr;
-  ops.mkdir = &Mkdir;
-  ops.rmdir = &Rmdir;
-  // Every other modifying operation: EROFS, logged.
-  ops.mknod = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t,
-                 dev_t) {
-    Self(req)->ReplyReadOnly(req, "mknod", parent, name);
-  };
-  ops.unlink = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
-    Self(req)->ReplyReadOnly(req, "unlink", parent, name);
-  };
-  ops.symlink = [](fuse_req_t req, const char*, fuse_ino_t parent,
-                   const char* name) {
-    Self(req)->ReplyReadOnly(req, "symlink", parent, name);
-  };
-  ops.rename = [](fuse_req_t req, fuse_ino_t parent, const char* name,
-                  fuse_ino_t, const char*, unsigned) {
-    Self(req)->ReplyReadOnly(req, "rename", parent, name);
-  };
-  ops.link = [](fuse_req_t req, fuse_ino_t ino, fuse_ino_t, const char* name) {
-    Self(req)->ReplyReadOnly(req, "link", ino, name);
-  };
-  ops.setxattr = [](fuse_req_t req, fuse_ino_t ino, const char*, const char*,
-                    size_t,
-                    int) { Self(req)->ReplyReadOnly(req, "setxattr", ino); };
-  ops.removexattr = [](fuse_req_t req, fuse_ino_t ino, const char*) {
-    Self(req)->ReplyReadOnly(req, "removexattr", ino);
-  };
-  ops.fallocate = [](fuse_req_t req, fuse_ino_t ino, int, off_t, off_t,
-                     fuse_file_info*) {
-    Self(req)->ReplyReadOnly(req, "fallocate", ino);
-  };
-  return ops;
-}
-
-const fuse_lowlevel_ops& FuseOps::Operations() {
-  static const fuse_lowlevel_ops ops = MakeOperations();
-  return ops;
-}
-
-const fuse_custom_io& FuseOps::ChannelIo() {
-  // libfuse passes each the session's userdata: the FuseOps.
-  static const fuse_custom_io io = {
-      [](int fd, struct iovec* iov, int count, void* ops) {
-        return static_cast<FuseOps*>(ops)->channel_.Writev(fd, iov, count);
-      },
-      [](int fd, void* buf, size_t len, void* ops) {
-        return static_cast<FuseOps*>(ops)->channel_.Read(fd, buf, len);
-      },
-      nullptr,
-      [](int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
-         unsigned flags, void*) {
-        return KernelChannel::Splice(fdin, offin, fdout, offout, len, flags);
-      }};
-  return io;
 }
 
 }  // namespace larder

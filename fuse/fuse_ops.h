@@ -30,8 +30,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +45,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/thread_pool.h"
 #include "fuse/dir_handle.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/inode_table.h"
@@ -67,7 +72,9 @@ class FuseOps {
         channel_(channel),
         backing_(backing),
         ahead_(ahead),
-        mountpoint_(std::move(mountpoint)) {}
+        mountpoint_(std::move(mountpoint)),
+        slow_(std::make_unique<ThreadPool>(std::max(1, options.max_threads),
+                                           "fuse-slow")) {}
   FuseOps(const FuseOps&) = delete;
   FuseOps& operator=(const FuseOps&) = delete;
 
@@ -78,11 +85,37 @@ class FuseOps {
 
   // The session, once created: opens send it inode invalidations.
   void set_session(fuse_session* session) { session_ = session; }
+  // Serves the requests handed to the slow pool, then stops it: before the
+  // session is destroyed (their replies go to it). Requests arriving after
+  // are served on their own threads.
+  void StopSlowPool() ABSL_LOCKS_EXCLUDED(slow_mu_);
 
  private:
   static FuseOps* Self(fuse_req_t req) {
     return static_cast<FuseOps*>(fuse_req_userdata(req));
   }
+
+  // Requests that may wait on the network (slow_requests.cc). Through
+  // /dev/fuse, a few channel threads take every request
+  // (FuseOptions::channel_threads) and serve the quick ones; the others go
+  // to a pool of FuseOptions::max_threads threads. Over io_uring each ring
+  // has threads enough of its own: everything is served where it arrives.
+  bool offloading() const { return !channel_.UsingUring(); }
+  // task(req) on a thread of the slow pool when offloading, else here.
+  static void Slow(fuse_req_t req, std::function<void(fuse_req_t)> task);
+  // task(scope) on the slow pool (the request's scope moved there), or here.
+  void Offload(OpScope&& scope, std::function<void(OpScope&)> task)
+      ABSL_LOCKS_EXCLUDED(slow_mu_);
+  // StatPath's answer if it needs nobody asked (the root, a directory made
+  // here, the metadata cache's fresh answer); else none.
+  std::optional<absl::StatusOr<FileInfo>> CachedStatPath(
+      const std::string& path);
+  // Replies to a lookup of `path` with `info`.
+  void ReplyEntry(fuse_req_t req, OpScope& scope, const std::string& path,
+                  const absl::StatusOr<FileInfo>& info);
+  // Replies to a getattr of `ino` (`path`) with `info`.
+  void ReplyAttr(fuse_req_t req, OpScope& scope, fuse_ino_t ino,
+                 const std::string& path, const absl::StatusOr<FileInfo>& info);
 
   // The cluster path of inode `ino`; none, and ESTALE replied, for an inode
   // the kernel should no longer hold.
@@ -216,6 +249,10 @@ class FuseOps {
   absl::Mutex shared_mu_;
   absl::flat_hash_map<fuse_ino_t, std::shared_ptr<File>> shared_files_
       ABSL_GUARDED_BY(shared_mu_);
+  // The slow pool; null once stopped (StopSlowPool). Last: destroyed first,
+  // its queued requests served while everything they use is still here.
+  absl::Mutex slow_mu_;
+  std::unique_ptr<ThreadPool> slow_ ABSL_GUARDED_BY(slow_mu_);
 };
 
 }  // namespace larder

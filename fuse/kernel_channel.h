@@ -79,6 +79,10 @@ class KernelChannel {
   bool WillUseUring() const;
   // Replies to ring requests go to `uring` from now (null: none).
   void SetUring(UringChannel* uring) { uring_ = uring; }
+  // Whether requests come through io_uring (SetUring with a channel).
+  bool UsingUring() const {
+    return uring_.load(std::memory_order_acquire) != nullptr;
+  }
 
   // While one lives, the open reply its thread sends is for passthrough
   // from backing file `id` (0: an ordinary reply), which libfuse 3.14

@@ -152,6 +152,7 @@ OpScope::OpScope(FuseMetrics& metrics, FuseOp op)
 }
 
 OpScope::~OpScope() {
+  if (moved_) return;
   if (failed_) metrics_.errors[op_]->Increment();
   metrics_.latency[op_]->Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)

@@ -85,6 +85,15 @@ class OpScope {
  public:
   OpScope(FuseMetrics& metrics, FuseOp op);
   ~OpScope();
+  // The request goes on elsewhere (a thread of the slow pool): `other`
+  // counts nothing more.
+  OpScope(OpScope&& other)
+      : metrics_(other.metrics_),
+        op_(other.op_),
+        start_(other.start_),
+        failed_(other.failed_) {
+    other.moved_ = true;
+  }
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
 
@@ -95,6 +104,7 @@ class OpScope {
   const FuseOp op_;
   const std::chrono::steady_clock::time_point start_;
   bool failed_ = false;
+  bool moved_ = false;
 };
 
 }  // namespace larder

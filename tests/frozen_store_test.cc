@@ -73,8 +73,12 @@ class FrozenStoreTest : public ::testing::Test {
     Shell r = Larder(absl::StrCat("mount /data '", s3_->Uri("data"), "'"));
     ASSERT_EQ(r.code, 0) << r.out;
     for (int n = 0; n < 2; ++n) {
+      // Node 0 takes requests on one channel thread: the uncached read
+      // that waits on the store must not hold it (slow_requests.cc).
       auto fuse = testing::FuseProcess::Start(
-          master_->address(), {absl::StrCat("--node=node-", n), timeout});
+          master_->address(),
+          {absl::StrCat("--node=node-", n), timeout,
+           absl::StrCat("--fuse_channel_threads=", n == 0 ? 1 : 4)});
       ASSERT_TRUE(fuse.ok()) << fuse.status();
       fuses_.push_back(std::move(*fuse));
     }
