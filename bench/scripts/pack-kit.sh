@@ -5,7 +5,7 @@
 #
 #   bench/scripts/pack-kit.sh OUT.tar.xz
 #
-# The archive holds bin/ (larder and the FUSE benchmarks, stripped; s3fs,
+# The archive holds bin/ (larder and the FUSE benchmarks, without debug information; s3fs,
 # fusermount and fusermount3 when installed; the node binary), lib/ (every shared library they link, except glibc's and the
 # C++ runtime, which the other machine has), and node_modules/ (s3rver and
 # what it requires, from tests/servers/node_modules). Unpack it with
@@ -23,7 +23,8 @@ bins=("$build/cli/larder" "$build/bench/small_files_bench"
       "$build/bench/fuse_read_bench")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "pack-kit: $b missing (scripts/build.sh)" >&2; exit 1; }
-  strip -o "$stage/bin/$(basename "$b")" "$b"
+  # Symbols kept (not debug info): a profile taken there names functions.
+  strip --strip-debug -o "$stage/bin/$(basename "$b")" "$b"
 done
 for tool in s3fs fusermount fusermount3 node; do
   p=$(command -v "$tool" || true)
