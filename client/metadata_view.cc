@@ -51,14 +51,14 @@ void ToProto(const FileInfo& f, v1::ObjectInfo* o) {
   o->set_writable(f.writable);
 }
 
-std::optional<NodeMetadataCache::Stat> MetadataView::Fresh(
+std::shared_ptr<const NodeMetadataCache::Stat> MetadataView::Fresh(
     const std::string& key, absl::Time now,
     std::shared_ptr<const NodeMetadataCache::Stat>* stale,
     absl::Time* stale_expires) {
   if (auto f = cache_->GetStat(key)) {
     if (f->expires > now) {
       ++hits_;
-      return *f->value;
+      return f->value;
     }
     *stale = f->value;
     *stale_expires = f->expires;
@@ -68,15 +68,15 @@ std::optional<NodeMetadataCache::Stat> MetadataView::Fresh(
       std::optional<NodeMetadataCache::Stat> s = FromListing(key, *l->value);
       if (s && l->expires > now) {
         ++hits_;
-        return s;
+        return std::make_shared<const NodeMetadataCache::Stat>(*std::move(s));
       }
       if (s && l->expires > *stale_expires) {
-        *stale = std::make_shared<const NodeMetadataCache::Stat>(*s);
+        *stale = std::make_shared<const NodeMetadataCache::Stat>(*std::move(s));
         *stale_expires = l->expires;
       }
     }
   }
-  return std::nullopt;
+  return nullptr;
 }
 
 std::optional<absl::StatusOr<v1::StatResponse>> MetadataView::CachedStat(
@@ -85,9 +85,9 @@ std::optional<absl::StatusOr<v1::StatResponse>> MetadataView::CachedStat(
   if (!key.ok()) return key.status();
   std::shared_ptr<const NodeMetadataCache::Stat> stale;
   absl::Time stale_expires = absl::InfinitePast();
-  std::optional<NodeMetadataCache::Stat> s =
+  std::shared_ptr<const NodeMetadataCache::Stat> s =
       Fresh(*key, absl::Now(), &stale, &stale_expires);
-  if (!s) return std::nullopt;
+  if (s == nullptr) return std::nullopt;
   return Answer(*s);
 }
 
@@ -97,10 +97,7 @@ absl::StatusOr<v1::StatResponse> MetadataView::Stat(absl::string_view path) {
   using Ptr = std::shared_ptr<const NodeMetadataCache::Stat>;
   Ptr stale_answer;
   absl::Time stale_expires = absl::InfinitePast();
-  if (std::optional<NodeMetadataCache::Stat> s =
-          Fresh(key, now, &stale_answer, &stale_expires)) {
-    return Answer(*s);
-  }
+  if (Ptr s = Fresh(key, now, &stale_answer, &stale_expires)) return Answer(*s);
   std::optional<Ptr> stale;
   if (stale_answer) stale = std::move(stale_answer);
   LARDER_ASSIGN_OR_RETURN(

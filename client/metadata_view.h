@@ -137,9 +137,9 @@ class MetadataView {
 
  private:
   // A fresh answer for `key` from this process's cache (a hit, counted);
-  // else none, with the freshest expired answer held, if any, in `stale`
+  // else null, with the freshest expired answer held, if any, in `stale`
   // (expired at `stale_expires`).
-  std::optional<NodeMetadataCache::Stat> Fresh(
+  std::shared_ptr<const NodeMetadataCache::Stat> Fresh(
       const std::string& key, absl::Time now,
       std::shared_ptr<const NodeMetadataCache::Stat>* stale,
       absl::Time* stale_expires);

@@ -228,7 +228,7 @@ void FuseOps::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       fs->ReplyEntry(req, scope, path, *cached);
       return;
     }
-    fs->Offload(std::move(scope), [fs, req, path](OpScope& scope) {
+    fs->Offload(req, std::move(scope), [fs, req, path](OpScope& scope) {
       fs->ReplyEntry(req, scope, path, fs->StatPath(path));
     });
     return;
@@ -298,9 +298,10 @@ void FuseOps::Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
       fs->ReplyAttr(req, scope, ino, *path, *cached);
       return;
     }
-    fs->Offload(std::move(scope), [fs, req, ino, p = *path](OpScope& scope) {
-      fs->ReplyAttr(req, scope, ino, p, fs->StatPath(p));
-    });
+    fs->Offload(req, std::move(scope),
+                [fs, req, ino, p = *path](OpScope& scope) {
+                  fs->ReplyAttr(req, scope, ino, p, fs->StatPath(p));
+                });
     return;
   }
   fs->ReplyAttr(req, scope, ino, *path, fs->StatPath(*path));
@@ -493,9 +494,13 @@ void FuseOps::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (check.attrs_stale) {
     // The kernel holds another version's size: an open right after a
     // replace would read the new bytes up to the old length. Its
-    // attributes and pages are dropped, so the reads that follow fetch
-    // them again (getattr) and see this version's size.
-    fuse_lowlevel_notify_inval_inode(fs->session_, ino, 0, 0);
+    // attributes are dropped, so the reads that follow fetch them again
+    // (getattr) and see this version's size. Not its pages: the kernel
+    // drops those itself at this open unless it is of the version last
+    // opened (keep_cache below), and dropping them here would wait on
+    // pages locked by readahead whose READs may be queued behind this
+    // very thread.
+    fuse_lowlevel_notify_inval_inode(fs->session_, ino, -1, 0);
   }
   fi->keep_cache = fs->options_.keep_cache && check.same_as_last_open;
   // A read-only open has nothing to flush: its close(2) costs no FLUSH

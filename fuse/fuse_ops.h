@@ -102,10 +102,25 @@ class FuseOps {
   // has threads enough of its own: everything is served where it arrives.
   bool offloading() const { return !channel_.UsingUring(); }
   // task(req) on a thread of the slow pool when offloading, else here.
-  static void Slow(fuse_req_t req, std::function<void(fuse_req_t)> task);
-  // task(scope) on the slow pool (the request's scope moved there), or here.
-  void Offload(OpScope&& scope, std::function<void(OpScope&)> task)
+  // `reads`: a request that changes nothing, answered EIO instead of run
+  // if it is still queued when the daemon stops (a frozen store would hold
+  // the unmount for a fetch deadline per wave of the pool); the others (the
+  // requests of a write) run.
+  enum class Kind { kRead, kWrite };
+  static void Slow(fuse_req_t req, Kind kind,
+                   std::function<void(fuse_req_t)> task);
+  // A read's task(scope) on the slow pool (the request's scope moved
+  // there), or here.
+  void Offload(fuse_req_t req, OpScope&& scope,
+               std::function<void(OpScope&)> task)
       ABSL_LOCKS_EXCLUDED(slow_mu_);
+  // The task the pool runs for `req`: `run`, or EIO once stopping.
+  std::function<void()> Queued(fuse_req_t req, Kind kind,
+                               std::function<void()> run);
+  // Whether a read-only open of `ino` can be served on a channel thread:
+  // its metadata is cached (a lease taken ahead, or one exchange with the
+  // local worker, is all it waits for).
+  bool OpenIsQuick(fuse_ino_t ino);
   // StatPath's answer if it needs nobody asked (the root, a directory made
   // here, the metadata cache's fresh answer); else none.
   std::optional<absl::StatusOr<FileInfo>> CachedStatPath(
@@ -152,6 +167,9 @@ class FuseOps {
     absl::Mutex mu;
     std::unique_ptr<Writer> writer ABSL_GUARDED_BY(mu);
     uint64_t next ABSL_GUARDED_BY(mu) = 0;
+    // `next`, for getattr without `mu`: a write or commit holds `mu` while
+    // it waits on the upload, and getattr runs on a channel thread.
+    std::atomic<uint64_t> written{0};
     bool committed ABSL_GUARDED_BY(mu) = false;
     absl::Status error ABSL_GUARDED_BY(mu);
   };
@@ -253,6 +271,7 @@ class FuseOps {
   // its queued requests served while everything they use is still here.
   absl::Mutex slow_mu_;
   std::unique_ptr<ThreadPool> slow_ ABSL_GUARDED_BY(slow_mu_);
+  std::atomic<bool> stopping_{false};  // StopSlowPool was called.
 };
 
 }  // namespace larder

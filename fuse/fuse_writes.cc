@@ -60,8 +60,7 @@ std::optional<struct stat> FuseOps::WritingAttr(fuse_ino_t ino) {
   auto it = writing_.find(ino);
   if (it == writing_.end()) return std::nullopt;
   WriteFile& w = *it->second;
-  absl::MutexLock wl(&w.mu);
-  return WriteAttr(w, w.next);
+  return WriteAttr(w, w.written.load(std::memory_order_acquire));
 }
 
 void FuseOps::StartWrite(fuse_req_t req, OpScope& scope,
@@ -185,6 +184,7 @@ void FuseOps::Write(fuse_req_t req, fuse_ino_t ino, const char* buf,
     return;
   }
   w->next += size;
+  w->written.store(w->next, std::memory_order_release);
   fuse_reply_write(req, size);
 }
 

@@ -34,27 +34,41 @@
 
 namespace larder {
 
-void FuseOps::Slow(fuse_req_t req, std::function<void(fuse_req_t)> task) {
+std::function<void()> FuseOps::Queued(fuse_req_t req, Kind kind,
+                                      std::function<void()> run) {
+  if (kind == Kind::kWrite) return run;
+  return [this, req, run = std::move(run)] {
+    if (stopping_.load(std::memory_order_acquire)) {
+      fuse_reply_err(req, EIO);  // The daemon is stopping.
+      return;
+    }
+    run();
+  };
+}
+
+void FuseOps::Slow(fuse_req_t req, Kind kind,
+                   std::function<void(fuse_req_t)> task) {
   FuseOps* fs = Self(req);
   if (fs->offloading()) {
     absl::ReaderMutexLock lock(&fs->slow_mu_);
     if (fs->slow_ != nullptr) {
       fs->slow_->Schedule(
-          [req, task = std::move(task)]() mutable { task(req); });
+          fs->Queued(req, kind, [req, task = std::move(task)] { task(req); }));
       return;
     }
   }
   task(req);
 }
 
-void FuseOps::Offload(OpScope&& scope, std::function<void(OpScope&)> task) {
+void FuseOps::Offload(fuse_req_t req, OpScope&& scope,
+                      std::function<void(OpScope&)> task) {
   {
     absl::ReaderMutexLock lock(&slow_mu_);
     if (slow_ != nullptr) {
       // std::function copies what it holds: the scope goes by pointer.
       auto moved = std::make_shared<OpScope>(std::move(scope));
-      slow_->Schedule(
-          [moved, task = std::move(task)]() mutable { task(*moved); });
+      slow_->Schedule(Queued(
+          req, Kind::kRead, [moved, task = std::move(task)] { task(*moved); }));
       return;
     }
   }
@@ -62,18 +76,27 @@ void FuseOps::Offload(OpScope&& scope, std::function<void(OpScope&)> task) {
 }
 
 void FuseOps::StopSlowPool() {
+  stopping_.store(true, std::memory_order_release);
   std::unique_ptr<ThreadPool> pool;
   {
     absl::WriterMutexLock lock(&slow_mu_);
     pool = std::move(slow_);
   }
-  pool.reset();  // Serves what is queued, then joins.
+  pool.reset();  // Answers what is queued, then joins.
 }
 
 std::optional<absl::StatusOr<FileInfo>> FuseOps::CachedStatPath(
     const std::string& path) {
   if (path == "/" || local_dirs_.Get(path)) return StatPath(path);
   return client_.CachedStat(path);
+}
+
+bool FuseOps::OpenIsQuick(fuse_ino_t ino) {
+  if (!offloading() || no_open_) return true;
+  std::optional<std::string> path = inodes_.Path(ino);
+  // Its attributes cached: the open asks the master nothing (a stale inode
+  // is answered at once).
+  return !path || CachedStatPath(*path).has_value();
 }
 
 fuse_lowlevel_ops FuseOps::MakeOperations() {
@@ -86,27 +109,29 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
   ops.opendir = &Opendir;
   ops.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    fuse_file_info* fi) {
-    Slow(req, [ino, size, off, f = *fi](fuse_req_t r) mutable {
+    Slow(req, Kind::kRead, [ino, size, off, f = *fi](fuse_req_t r) mutable {
       Readdir(r, ino, size, off, &f);
     });
   };
   ops.readdirplus = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        fuse_file_info* fi) {
-    Slow(req, [ino, size, off, f = *fi](fuse_req_t r) mutable {
+    Slow(req, Kind::kRead, [ino, size, off, f = *fi](fuse_req_t r) mutable {
       Readdirplus(r, ino, size, off, &f);
     });
   };
   ops.releasedir = &Releasedir;
   ops.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    if (!IsWriteOpen(fi) && !(fi->flags & O_TRUNC)) {
+    const bool write = IsWriteOpen(fi) || (fi->flags & O_TRUNC);
+    if (!write && Self(req)->OpenIsQuick(ino)) {
       Open(req, ino, fi);  // A lease taken ahead, or a local exchange.
       return;
     }
-    Slow(req, [ino, f = *fi](fuse_req_t r) mutable { Open(r, ino, &f); });
+    Slow(req, write ? Kind::kWrite : Kind::kRead,
+         [ino, f = *fi](fuse_req_t r) mutable { Open(r, ino, &f); });
   };
   ops.read = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 fuse_file_info* fi) {
-    Slow(req, [ino, size, off, f = *fi](fuse_req_t r) mutable {
+    Slow(req, Kind::kRead, [ino, size, off, f = *fi](fuse_req_t r) mutable {
       Read(r, ino, size, off, &f);
     });
   };
@@ -115,7 +140,8 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
       Release(req, ino, fi);
       return;
     }
-    Slow(req, [ino, f = *fi](fuse_req_t r) mutable { Release(r, ino, &f); });
+    Slow(req, Kind::kWrite,
+         [ino, f = *fi](fuse_req_t r) mutable { Release(r, ino, &f); });
   };
   ops.statfs = &Statfs;
   ops.getxattr = [](fuse_req_t req, fuse_ino_t ino, const char* name,
@@ -124,7 +150,7 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
       Getxattr(req, ino, name, size);  // ENODATA at once.
       return;
     }
-    Slow(req, [ino, n = std::string(name), size](fuse_req_t r) {
+    Slow(req, Kind::kRead, [ino, n = std::string(name), size](fuse_req_t r) {
       Getxattr(r, ino, n.c_str(), size);
     });
   };
@@ -132,7 +158,7 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
   // Writes of writable mounts (fuse_writes.cc).
   ops.create = [](fuse_req_t req, fuse_ino_t parent, const char* name,
                   mode_t mode, fuse_file_info* fi) {
-    Slow(req,
+    Slow(req, Kind::kWrite,
          [parent, n = std::string(name), mode, f = *fi](fuse_req_t r) mutable {
            Create(r, parent, n.c_str(), mode, &f);
          });
@@ -144,30 +170,34 @@ fuse_lowlevel_ops FuseOps::MakeOperations() {
       return;
     }
     // The request's buffer is the channel thread's, for its next request.
-    Slow(req, [ino, data = std::make_shared<const std::string>(buf, size), off,
-               f = *fi](fuse_req_t r) mutable {
-      Write(r, ino, data->data(), data->size(), off, &f);
-    });
+    Slow(req, Kind::kWrite,
+         [ino, data = std::make_shared<const std::string>(buf, size), off,
+          f = *fi](fuse_req_t r) mutable {
+           Write(r, ino, data->data(), data->size(), off, &f);
+         });
   };
   ops.flush = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    Slow(req, [ino, f = *fi](fuse_req_t r) mutable { Flush(r, ino, &f); });
+    Slow(req, Kind::kWrite,
+         [ino, f = *fi](fuse_req_t r) mutable { Flush(r, ino, &f); });
   };
   ops.setattr = [](fuse_req_t req, fuse_ino_t ino, struct stat* attr,
                    int to_set, fuse_file_info* fi) {
     const bool has_fi = fi != nullptr;
-    Slow(req, [ino, a = *attr, to_set, has_fi,
-               f = has_fi ? *fi : fuse_file_info{}](fuse_req_t r) mutable {
-      Setattr(r, ino, &a, to_set, has_fi ? &f : nullptr);
-    });
+    Slow(req, Kind::kWrite,
+         [ino, a = *attr, to_set, has_fi,
+          f = has_fi ? *fi : fuse_file_info{}](fuse_req_t r) mutable {
+           Setattr(r, ino, &a, to_set, has_fi ? &f : nullptr);
+         });
   };
   ops.mkdir = [](fuse_req_t req, fuse_ino_t parent, const char* name,
                  mode_t mode) {
-    Slow(req, [parent, n = std::string(name), mode](fuse_req_t r) {
-      Mkdir(r, parent, n.c_str(), mode);
-    });
+    Slow(req, Kind::kWrite,
+         [parent, n = std::string(name), mode](fuse_req_t r) {
+           Mkdir(r, parent, n.c_str(), mode);
+         });
   };
   ops.rmdir = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
-    Slow(req, [parent, n = std::string(name)](fuse_req_t r) {
+    Slow(req, Kind::kWrite, [parent, n = std::string(name)](fuse_req_t r) {
       Rmdir(r, parent, n.c_str());
     });
   };

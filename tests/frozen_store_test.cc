@@ -177,5 +177,39 @@ TEST_F(FrozenStoreTest, UncachedReadsFailFastAndCachedOnesGoOn) {
   }
 }
 
+TEST_F(FrozenStoreTest, AStoppingDaemonAnswersQueuedReadsAtOnce) {
+  // A daemon whose pool serves one request at a time: reads of four
+  // uncached files queue behind the first, which waits on the store.
+  auto fuse = testing::FuseProcess::Start(
+      master_->address(),
+      {"--node=node-0",
+       absl::StrCat("--store_timeout=", absl::FormatDuration(kStoreTimeout)),
+       "--fuse_threads=1"});
+  ASSERT_TRUE(fuse.ok()) << fuse.status();
+  const std::string dir = (*fuse)->mountpoint() + "/data";
+  Shell ls = Sh(absl::StrCat("ls ", dir));
+  ASSERT_EQ(ls.code, 0) << ls.out;
+  ASSERT_EQ(::kill(s3_->pid(), SIGSTOP), 0);
+  std::vector<std::thread> readers;
+  for (int i = kCached; i < kCached + 4; ++i) {
+    readers.emplace_back([&, i] {
+      int err = 0;
+      (void)testing::ReadUncached(absl::StrFormat("%s/f%02d", dir, i), &err);
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // All four asked.
+  const absl::Time start = absl::Now();
+  ASSERT_EQ(::kill((*fuse)->pid(), SIGTERM), 0);
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return (*fuse)->Exited(); }, absl::Seconds(30)));
+  const absl::Duration took = absl::Now() - start;
+  for (auto& t : readers) t.join();
+  // The read in progress finishes (its fetch deadline); the queued ones
+  // are answered EIO at once, not one deadline each.
+  EXPECT_LT(took, kStoreTimeout + absl::Milliseconds(2500)) << took;
+  std::printf("[frozen] a daemon with 3 reads queued stopped in %.2f s\n",
+              absl::ToDoubleSeconds(took));
+}
+
 }  // namespace
 }  // namespace larder
