@@ -72,6 +72,23 @@ FuseMetrics::FuseMetrics(prometheus::Registry& r) {
                     .Help("Objects leased ahead and not yet opened")
                     .Register(r)
                     .Add({});
+  slow_queued = &prometheus::BuildGauge()
+                     .Name("larder_fuse_slow_queued")
+                     .Help(
+                         "Requests that may wait on the network (cold reads, "
+                         "metadata misses, writes) waiting for a thread of "
+                         "the pool (--fuse_threads)")
+                     .Register(r)
+                     .Add({});
+  slow_wait = &prometheus::BuildHistogram()
+                   .Name("larder_fuse_slow_wait_seconds")
+                   .Help(
+                       "How long requests waited for a thread of the pool "
+                       "(--fuse_threads): a pool too small shows here")
+                   .Register(r)
+                   .Add({}, prometheus::Histogram::BucketBoundaries{
+                                0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005,
+                                0.01, 0.05, 0.1, 0.5, 1, 5});
   inodes = &prometheus::BuildGauge()
                 .Name("larder_fuse_inodes")
                 .Help("Inodes the kernel holds references to")

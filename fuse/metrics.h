@@ -74,6 +74,10 @@ struct FuseMetrics {
   prometheus::Counter *ahead_leased, *ahead_used, *ahead_expired,
       *ahead_refused;
   prometheus::Gauge* ahead_held;
+  // The slow pool (slow_requests.cc): requests waiting for one of its
+  // threads, and how long they waited.
+  prometheus::Gauge* slow_queued;
+  prometheus::Histogram* slow_wait;
   absl::Mutex mu;
   ClientStats last ABSL_GUARDED_BY(mu);  // At the previous scrape.
   LeaseAhead::Counters last_ahead ABSL_GUARDED_BY(mu);

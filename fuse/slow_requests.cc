@@ -24,6 +24,7 @@
 
 #include <fcntl.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,9 +37,14 @@ namespace larder {
 
 std::function<void()> FuseOps::Queued(fuse_req_t req, Kind kind,
                                       std::function<void()> run) {
-  if (kind == Kind::kWrite) return run;
-  return [this, req, run = std::move(run)] {
-    if (stopping_.load(std::memory_order_acquire)) {
+  metrics_.slow_queued->Increment();
+  return [this, req, kind, run = std::move(run),
+          queued = std::chrono::steady_clock::now()] {
+    metrics_.slow_queued->Decrement();
+    metrics_.slow_wait->Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - queued)
+            .count());
+    if (kind == Kind::kRead && stopping_.load(std::memory_order_acquire)) {
       fuse_reply_err(req, EIO);  // The daemon is stopping.
       return;
     }

@@ -157,6 +157,9 @@ TEST_F(FrozenStoreTest, UncachedReadsFailFastAndCachedOnesGoOn) {
                 std::strerror(failed[node]));
   }
   EXPECT_GT(during, 10) << "cached files read while the store hung";
+  // Node 0's uncached read went through the pool, and its metrics say so.
+  EXPECT_GE(
+      fuses_[0]->Metric("larder_fuse_slow_wait_seconds_count").value_or(0), 1);
   EXPECT_EQ(cached_failures.load(), 0);
   std::printf("[frozen] %d cached reads while the uncached ones waited\n",
               during);
