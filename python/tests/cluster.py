@@ -36,12 +36,47 @@ def pattern_bytes(size, seed):
     return bytes(out[:size])
 
 
+# The flags whose address a daemon binds: on a first start that finds its
+# port taken, each gets a fresh one.
+LISTEN_FLAGS = ("--master_listen=", "--master_metrics_listen=", "--listen=",
+                "--metrics_listen=")
+
+
+class PortTaken(RuntimeError):
+    """The daemon exited at start-up because a port it was given was taken."""
+
+
+def with_fresh_port(arg):
+    for flag in LISTEN_FLAGS:
+        if arg.startswith(flag):
+            return "%s127.0.0.1:%d" % (flag, free_port())
+    return arg
+
+
+def flag_value(argv, flag):
+    return next(a[len(flag):] for a in argv if a.startswith(flag))
+
+
 class Daemon:
     def __init__(self, argv, log, ready):
         self.argv, self.log, self.ready = argv, log, ready
         self.proc = None
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, repick_ports=False):
+        """Starts the daemon and waits for `ready` in its log. With
+        `repick_ports`, a start that fails because a port was taken (free_port
+        picks a port and lets it go; a parallel test's connection can take it
+        meanwhile) is tried again with fresh ports, up to 5 times, as the C++
+        harness does. Restarts keep their ports: clients know them."""
+        for attempt in range(5):
+            try:
+                return self._start_once(timeout)
+            except PortTaken:
+                if not repick_ports or attempt == 4:
+                    raise
+                self.argv = [with_fresh_port(a) for a in self.argv]
+
+    def _start_once(self, timeout):
         start = os.path.getsize(self.log) if os.path.exists(self.log) else 0
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
@@ -53,7 +88,9 @@ class Daemon:
                 if self.ready.encode() in f.read():
                     return
             if self.proc.poll() is not None:
-                raise RuntimeError("%s exited at start-up:\n%s" % (self.argv[1], self.tail()))
+                tail = self.tail()
+                kind = PortTaken if "Address already in use" in tail else RuntimeError
+                raise kind("%s exited at start-up:\n%s" % (self.argv[1], tail))
             time.sleep(0.02)
         raise RuntimeError("%s did not start:\n%s" % (self.argv[1], self.tail()))
 
@@ -98,9 +135,16 @@ class Cluster:
 
     def start(self):
         try:
-            self._master.start()
-            for w in self.workers:
-                w.start()
+            self._master.start(repick_ports=True)
+            self.master = flag_value(self._master.argv, "--master_listen=")
+            self.master_metrics_port = int(
+                flag_value(self._master.argv, "--master_metrics_listen=").rsplit(":", 1)[1])
+            for i, w in enumerate(self.workers):
+                w.argv = ["--master=" + self.master if a.startswith("--master=") else a
+                          for a in w.argv]
+                w.start(repick_ports=True)
+                self.metrics_ports[i] = int(
+                    flag_value(w.argv, "--metrics_listen=").rsplit(":", 1)[1])
             self.wait_ring(len(self.workers))
         except BaseException:
             self.stop()
