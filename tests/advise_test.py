@@ -87,7 +87,12 @@ def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, sha
                   % (share, measured, key, predicted, 100 * err,
                      [(round(d["epoch"]["seconds"], 3), round(d["epoch"][key], 3))
                       for d in docs]))
-            assert abs(err) <= 0.15, (key, [d["epoch"] for d in docs])
+            # Within 15%, or 10 ms: an epoch served whole from the cache
+            # takes about 25 ms here, where a scheduler's hiccup on 2 shared
+            # cores under ctest -j2 is 5 ms (a fresh-clone CI saw 30.5 ms
+            # predicted against 25.5 ms measured).
+            assert abs(predicted - measured) <= max(0.15 * measured, 0.010), (
+                key, [d["epoch"] for d in docs])
         doc = docs[-1]
         # The table covers 0-100% of the dataset and the cluster's cache.
         assert [round(p["hit_fraction"], 2) for p in doc["predictions"]] == [
