@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,19 +78,24 @@ def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, sha
             assert rates["cache"] > 3 * rates["store"], rates
             # What an epoch-pinned cache of this size hits every epoch.
             assert abs(epoch["hit_fraction"] - min(1.0, share)) < 0.1, epoch
-        measured = statistics.median(d["epoch"]["seconds"] for d in docs)
         for key in ("predicted_io_seconds", "predicted_io_seconds_at_cluster_cache"):
-            predicted = statistics.median(d["epoch"][key] for d in docs)
-            err = (predicted - measured) / measured
-            print("[advise] share %.2f: measured %.3f s, %s %.3f s (%+.0f%%); runs %s"
-                  % (share, measured, key, predicted, 100 * err,
+            # Each run's prediction against the epoch of the same run (its
+            # rates were measured just before it), the median of the three:
+            # within 15%, or 10 ms. An epoch served whole from the cache takes
+            # about 25 ms here, where a scheduler's hiccup on 2 shared cores
+            # under ctest -j2 is 5 ms; and pairing the median prediction
+            # with the median epoch of other runs failed a fresh-clone CI
+            # when one loaded run was 20% off and the others within 2%.
+            def error(d):
+                return (d["epoch"][key] - d["epoch"]["seconds"]) / max(d["epoch"]["seconds"], 1e-9)
+            median_run = sorted(docs, key=error)[1]
+            err, run = error(median_run), median_run["epoch"]
+            print("[advise] share %.2f: %s, median error %+.0f%% (measured %.3f s, predicted "
+                  "%.3f s); runs %s"
+                  % (share, key, 100 * err, run["seconds"], run[key],
                      [(round(d["epoch"]["seconds"], 3), round(d["epoch"][key], 3))
                       for d in docs]))
-            # Within 15%, or 10 ms: an epoch served whole from the cache
-            # takes about 25 ms here, where a scheduler's hiccup on 2 shared
-            # cores under ctest -j2 is 5 ms (a fresh-clone CI saw 30.5 ms
-            # predicted against 25.5 ms measured).
-            assert abs(predicted - measured) <= max(0.15 * measured, 0.010), (
+            assert abs(err) <= 0.15 or abs(run[key] - run["seconds"]) <= 0.010, (
                 key, [d["epoch"] for d in docs])
         doc = docs[-1]
         # The table covers 0-100% of the dataset and the cluster's cache.
