@@ -52,7 +52,7 @@ store's CPU (s3rver is one node process and costs about 1 ms of CPU per
 100 KiB GET) and the node's compete for the same cores, and the path that
 uses more CPU on the node side starves the store it reads from.
 
-Needs root (FUSE, drop_caches), a build (scripts/build.sh: build/cli/larder
+Needs root (FUSE), a build (scripts/build.sh: build/cli/larder
 and build/python), node and tests/servers/node_modules
 (scripts/install-deps.sh), and /usr/bin/python3 with torch for the loader
 rows.
@@ -320,17 +320,29 @@ def run_round(b, rows, out):
                 dpath = os.path.join(top, d)
                 if os.path.isdir(dpath):
                     files += [e.path for e in os.scandir(dpath)]
-        benchlib.drop_caches()
+        # No drop_caches: the set is fresh, so nothing of it is in the
+        # mount's page cache, and dropping the machine's caches would make
+        # the store read from disk what the gets rows read from memory (it
+        # cost the fuse row 7 points of gets8 on the 2-core VM).
         rnd[kind] = b.measure(lambda: b.read_files(files, a.readers))
     if "load" in rows:
         name, paths = b.new_set()
 
+        fetch_sum = "larder_worker_under_store_fetch_seconds_sum"
+        load_s = []
+
         def load():
             t = time.monotonic()
             b.cluster.run("load", f"/data/{name}")
-            return len(paths) + 1, len(paths) * b.file_bytes, time.monotonic() - t
+            load_s.append(time.monotonic() - t)
+            return len(paths) + 1, len(paths) * b.file_bytes, load_s[-1]
 
+        fetching = b.cluster.metric(fetch_sum)
         rnd["load"] = b.measure(load)
+        # The worker's fetch seconds over the load's: how many fetches it
+        # kept in flight on average (its fetch threads are the most).
+        in_flight = (b.cluster.metric(fetch_sum) - fetching) / load_s[0]
+        b.notes.append(f"load: the worker kept {in_flight:.1f} fetches in flight on average")
         # The same load again: nothing left to fetch, so what is left is
         # its fixed cost (the CLI, the job's listing through the front, the
         # owners' answers).
@@ -367,7 +379,8 @@ def run_round(b, rows, out):
         ranges = [(key, (o, min(size, o + (4 << 20)))) for o in range(0, size, 4 << 20)]
         for n in a.parallel:
             rnd[f"ranged{n}"] = b.measure(lambda: b.gets(ranges, n, byte_range=True))
-        benchlib.drop_caches()
+        # Fresh too, and the ranged rows read it without the mount: no
+        # drop_caches (see the fuse row).
         path = os.path.join(b.mnt, "data", key)
 
         def one_reader():
@@ -379,6 +392,23 @@ def run_round(b, rows, out):
     if "trace" in rows:
         trace(b)
     out.append(rnd)
+
+
+def timed_read(path):
+    """stat, open, read to the end and close `path`: each step's seconds."""
+    t0 = time.monotonic()
+    os.stat(path)
+    t1 = time.monotonic()
+    fd = os.open(path, os.O_RDONLY)
+    t2 = time.monotonic()
+    try:
+        while os.read(fd, 1 << 20):
+            pass
+        t3 = time.monotonic()
+    finally:
+        os.close(fd)
+    t4 = time.monotonic()
+    return {"stat": t1 - t0, "open": t2 - t1, "read": t3 - t2, "close": t4 - t3}
 
 
 def ms(xs):
@@ -405,24 +435,12 @@ def trace(b):
     first_stats = []
     seen = set()
     for rel in paths[:a.trace_files]:
-        path = os.path.join(b.mnt, "data", rel)
-        t0 = time.monotonic()
-        os.stat(path)
-        t1 = time.monotonic()
-        fd = os.open(path, os.O_RDONLY)
-        t2 = time.monotonic()
-        try:
-            while os.read(fd, 1 << 20):
-                pass
-            t3 = time.monotonic()
-        finally:
-            os.close(fd)
-        t4 = time.monotonic()
+        took = timed_read(os.path.join(b.mnt, "data", rel))
         d = os.path.dirname(rel)
-        (first_stats if d not in seen else steps["stat"]).append(t1 - t0)
+        (first_stats if d not in seen else steps["stat"]).append(took["stat"])
         seen.add(d)
-        for k, x in (("open", t2 - t1), ("read", t3 - t2), ("close", t4 - t3)):
-            steps[k].append(x)
+        for k in ("open", "read", "close"):
+            steps[k].append(took[k])
     b.notes.append(
         f"trace, one reader, {a.trace_files} cold files: plain GET {ms(gets)}; "
         f"Larder stat {ms(steps['stat'])} (a directory's first: {ms(first_stats)}, "
@@ -436,12 +454,14 @@ def trace(b):
     count = b.cluster.metric("larder_worker_under_store_fetch_seconds_count")
     lock = threading.Lock()
     reads = []
+    parts = {"stat": [], "open": [], "read": [], "close": []}
 
     def one(rel):
-        t = time.monotonic()
-        read_whole(os.path.join(b.mnt, "data", rel), 1 << 20)
+        took = timed_read(os.path.join(b.mnt, "data", rel))
         with lock:
-            reads.append(time.monotonic() - t)
+            reads.append(sum(took.values()))
+            for k, x in took.items():
+                parts[k].append(x)
 
     t = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(a.readers) as ex:
@@ -451,8 +471,20 @@ def trace(b):
     fetch_s = b.cluster.metric("larder_worker_under_store_fetch_seconds_sum") - before
     b.notes.append(
         f"trace, {a.readers} readers, {len(paths)} cold files: {len(paths) / seconds:.0f} files/s; "
-        f"open+read+close {ms(reads)} (median), the worker's fetch from the store "
-        f"{1e3 * fetch_s / max(fetched, 1):.2f} ms (mean of {fetched:.0f})")
+        f"stat+open+read+close {ms(reads)} (median), {spread(reads)}; the worker's fetch "
+        f"from the store {1e3 * fetch_s / max(fetched, 1):.2f} ms (mean of {fetched:.0f}); "
+        + "; ".join(f"{k} {spread(v)}" for k, v in parts.items()))
+
+
+def spread(xs):
+    """mean / p90 / p99 / max of durations in seconds, in ms."""
+    s = sorted(xs)
+
+    def pick(q):
+        return s[min(len(s) - 1, int(q * len(s)))]
+
+    return (f"mean {1e3 * statistics.fmean(s):.2f} p90 {1e3 * pick(0.9):.2f} "
+            f"p99 {1e3 * pick(0.99):.2f} max {1e3 * s[-1]:.2f} ms")
 
 
 def print_table(b, rounds):
