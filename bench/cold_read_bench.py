@@ -412,7 +412,9 @@ def timed_read(path):
 
 
 def ms(xs):
-    return f"{1e3 * statistics.median(xs):.2f} ms"
+    """The median of durations in seconds, in ms ("none" for none: with
+    --dirs above --trace_files, every traced file is its directory's first)."""
+    return f"{1e3 * statistics.median(xs):.2f} ms" if xs else "none"
 
 
 def trace(b):
@@ -446,7 +448,7 @@ def trace(b):
         f"Larder stat {ms(steps['stat'])} (a directory's first: {ms(first_stats)}, "
         f"it lists the directory), open {ms(steps['open'])}, read {ms(steps['read'])}, "
         f"close {ms(steps['close'])}: Larder adds "
-        f"{1e3 * (sum(statistics.median(v) for v in steps.values()) - statistics.median(gets)):.2f} ms")
+        f"{1e3 * (sum(statistics.median(v) for v in steps.values() if v) - statistics.median(gets)):.2f} ms")
 
     _, paths = b.new_set()
     random.shuffle(paths)
