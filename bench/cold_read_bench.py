@@ -436,6 +436,9 @@ def trace(b):
     steps = {"stat": [], "open": [], "read": [], "close": []}
     first_stats = []
     seen = set()
+    fetch_sum = "larder_worker_under_store_fetch_seconds_sum"
+    fetch_count = "larder_worker_under_store_fetch_seconds_count"
+    fetching = (b.cluster.metric(fetch_sum), b.cluster.metric(fetch_count))
     for rel in paths[:a.trace_files]:
         took = timed_read(os.path.join(b.mnt, "data", rel))
         d = os.path.dirname(rel)
@@ -448,12 +451,13 @@ def trace(b):
         f"Larder stat {ms(steps['stat'])} (a directory's first: {ms(first_stats)}, "
         f"it lists the directory), open {ms(steps['open'])}, read {ms(steps['read'])}, "
         f"close {ms(steps['close'])}: Larder adds "
-        f"{1e3 * (sum(statistics.median(v) for v in steps.values() if v) - statistics.median(gets)):.2f} ms")
+        f"{1e3 * (sum(statistics.median(v) for v in steps.values() if v) - statistics.median(gets)):.2f} ms; "
+        f"the worker's fetch {mean_ms(b, fetching, fetch_sum, fetch_count)} (mean), "
+        f"plain GET {1e3 * statistics.fmean(gets):.2f} ms (mean)")
 
     _, paths = b.new_set()
     random.shuffle(paths)
-    before = b.cluster.metric("larder_worker_under_store_fetch_seconds_sum")
-    count = b.cluster.metric("larder_worker_under_store_fetch_seconds_count")
+    fetching = (b.cluster.metric(fetch_sum), b.cluster.metric(fetch_count))
     lock = threading.Lock()
     reads = []
     parts = {"stat": [], "open": [], "read": [], "close": []}
@@ -469,13 +473,17 @@ def trace(b):
     with concurrent.futures.ThreadPoolExecutor(a.readers) as ex:
         list(ex.map(one, paths))
     seconds = time.monotonic() - t
-    fetched = b.cluster.metric("larder_worker_under_store_fetch_seconds_count") - count
-    fetch_s = b.cluster.metric("larder_worker_under_store_fetch_seconds_sum") - before
     b.notes.append(
         f"trace, {a.readers} readers, {len(paths)} cold files: {len(paths) / seconds:.0f} files/s; "
         f"stat+open+read+close {ms(reads)} (median), {spread(reads)}; the worker's fetch "
-        f"from the store {1e3 * fetch_s / max(fetched, 1):.2f} ms (mean of {fetched:.0f}); "
+        f"from the store {mean_ms(b, fetching, fetch_sum, fetch_count)} (mean); "
         + "; ".join(f"{k} {spread(v)}" for k, v in parts.items()))
+
+
+def mean_ms(b, before, sum_name, count_name):
+    """The mean of a histogram since `before` (its sum and count then)."""
+    n = b.cluster.metric(count_name) - before[1]
+    return f"{1e3 * (b.cluster.metric(sum_name) - before[0]) / max(n, 1):.2f} ms of {n:.0f}"
 
 
 def spread(xs):
