@@ -75,6 +75,9 @@ import benchlib  # noqa: E402 (bench/, the script's own directory)
 from benchlib import PYTHON, ROOT, ShapingProxy, diff, is_mounted  # noqa: E402
 
 BUCKET = "cold"
+# The worker's histogram of fetches from the under-store.
+FETCH_SUM = "larder_worker_under_store_fetch_seconds_sum"
+FETCH_COUNT = "larder_worker_under_store_fetch_seconds_count"
 ROWS = ("gets", "fuse", "walk", "load", "random", "prefetch", "shard", "trace")
 
 # A DataLoader epoch over a fresh set: argv = master, cluster path, sampler
@@ -328,20 +331,16 @@ def run_round(b, rows, out):
     if "load" in rows:
         name, paths = b.new_set()
 
-        fetch_sum = "larder_worker_under_store_fetch_seconds_sum"
-        load_s = []
-
         def load():
             t = time.monotonic()
             b.cluster.run("load", f"/data/{name}")
-            load_s.append(time.monotonic() - t)
-            return len(paths) + 1, len(paths) * b.file_bytes, load_s[-1]
+            return len(paths) + 1, len(paths) * b.file_bytes, time.monotonic() - t
 
-        fetching = b.cluster.metric(fetch_sum)
+        fetching = b.cluster.metric(FETCH_SUM)
         rnd["load"] = b.measure(load)
         # The worker's fetch seconds over the load's: how many fetches it
         # kept in flight on average (its fetch threads are the most).
-        in_flight = (b.cluster.metric(fetch_sum) - fetching) / load_s[0]
+        in_flight = (b.cluster.metric(FETCH_SUM) - fetching) / rnd["load"][2]
         b.notes.append(f"load: the worker kept {in_flight:.1f} fetches in flight on average")
         # The same load again: nothing left to fetch, so what is left is
         # its fixed cost (the CLI, the job's listing through the front, the
@@ -436,9 +435,7 @@ def trace(b):
     steps = {"stat": [], "open": [], "read": [], "close": []}
     first_stats = []
     seen = set()
-    fetch_sum = "larder_worker_under_store_fetch_seconds_sum"
-    fetch_count = "larder_worker_under_store_fetch_seconds_count"
-    fetching = (b.cluster.metric(fetch_sum), b.cluster.metric(fetch_count))
+    fetching = (b.cluster.metric(FETCH_SUM), b.cluster.metric(FETCH_COUNT))
     for rel in paths[:a.trace_files]:
         took = timed_read(os.path.join(b.mnt, "data", rel))
         d = os.path.dirname(rel)
@@ -452,12 +449,12 @@ def trace(b):
         f"it lists the directory), open {ms(steps['open'])}, read {ms(steps['read'])}, "
         f"close {ms(steps['close'])}: Larder adds "
         f"{1e3 * (sum(statistics.median(v) for v in steps.values() if v) - statistics.median(gets)):.2f} ms; "
-        f"the worker's fetch {mean_ms(b, fetching, fetch_sum, fetch_count)} (mean), "
+        f"the worker's fetch {fetch_ms(b, fetching)} (mean), "
         f"plain GET {1e3 * statistics.fmean(gets):.2f} ms (mean)")
 
     _, paths = b.new_set()
     random.shuffle(paths)
-    fetching = (b.cluster.metric(fetch_sum), b.cluster.metric(fetch_count))
+    fetching = (b.cluster.metric(FETCH_SUM), b.cluster.metric(FETCH_COUNT))
     lock = threading.Lock()
     reads = []
     parts = {"stat": [], "open": [], "read": [], "close": []}
@@ -476,14 +473,15 @@ def trace(b):
     b.notes.append(
         f"trace, {a.readers} readers, {len(paths)} cold files: {len(paths) / seconds:.0f} files/s; "
         f"stat+open+read+close {ms(reads)} (median), {spread(reads)}; the worker's fetch "
-        f"from the store {mean_ms(b, fetching, fetch_sum, fetch_count)} (mean); "
+        f"from the store {fetch_ms(b, fetching)} (mean); "
         + "; ".join(f"{k} {spread(v)}" for k, v in parts.items()))
 
 
-def mean_ms(b, before, sum_name, count_name):
-    """The mean of a histogram since `before` (its sum and count then)."""
-    n = b.cluster.metric(count_name) - before[1]
-    return f"{1e3 * (b.cluster.metric(sum_name) - before[0]) / max(n, 1):.2f} ms of {n:.0f}"
+def fetch_ms(b, before):
+    """The worker's mean fetch from the store since `before` (the fetch
+    histogram's sum and count then)."""
+    n = b.cluster.metric(FETCH_COUNT) - before[1]
+    return f"{1e3 * (b.cluster.metric(FETCH_SUM) - before[0]) / max(n, 1):.2f} ms of {n:.0f}"
 
 
 def spread(xs):
