@@ -43,7 +43,7 @@ and of the clients (the reader threads, `larder load`, the loaders).
       [--first_byte_ms 25] [--rate_mbps 80] [--s3rvers 1]
       [--loader_workers 4] [--batch 32] [--lookahead 0] [--worker_flags=...]
       [--fuse_flags=...] [--store_cpus 1 --node_cpus 0] [--trace_files 50]
-      [--keep]
+      [--request_log FILE] [--keep]
 
 --store_cpus and --node_cpus give the store (s3rver, the front) and everything
 else (this script, its GET threads, the Larder cluster, the readers, the
@@ -137,7 +137,8 @@ class Bench:
                                   rate_mbps=self.args.rate_mbps,
                                   stats_file=os.path.join(self.workdir, "front.json"),
                                   python=PYTHON, stderr=open(self.log("front.log"), "ab"),
-                                  preexec_fn=benchlib.on_cpus(self.store_cpus))
+                                  preexec_fn=benchlib.on_cpus(self.store_cpus),
+                                  request_log=self.args.request_log or None)
         self.proxy.start()
         self.procs.defer(self.proxy.stop)
 
@@ -567,6 +568,10 @@ def main():
                     help="cores for everything else, e.g. 0")
     ap.add_argument("--trace_files", type=int, default=50,
                     help="the trace row's files read one at a time")
+    ap.add_argument("--request_log", default="",
+                    help="the front writes one line per request here: when it "
+                         "came, the store's ms to its first byte, connection, "
+                         "method, target, status (tests/servers/shaping_proxy.py)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     args.parallel = [int(n) for n in args.parallel.split(",") if n]

@@ -5,7 +5,7 @@
 #
 #   shaping_proxy.py --upstream HOST:PORT[,HOST:PORT...] [--listen PORT]
 #                    [--first_byte_ms 25] [--rate_mbps 80] [--stats_file FILE]
-#                    [--bind 127.0.0.1]
+#                    [--bind 127.0.0.1] [--request_log FILE]
 #
 # It accepts on 127.0.0.1:PORT (0: the kernel picks; either way it prints one
 # line "listening on 127.0.0.1:PORT" on stdout once it accepts) and forwards
@@ -34,6 +34,15 @@
 # as JSON to --stats_file on SIGUSR1 (mid-run; "snapshot" counts the writes) and
 # on SIGTERM/SIGINT (then "final": true), and printed to stderr on exit.
 #
+# --request_log FILE: one line per exchange, written as its response starts:
+# seconds since the front started (when the request's first line arrived),
+# ms from then to the store's first response byte (before the shaping delay:
+# what the store took, queueing in it included, and for a body, its upload),
+# the connection's number (1, 2, ... in the order accepted), the method, the
+# target (at most 160 characters) and the status (an "HTTP/1.1 100 Continue"
+# takes its request's line; the final answer then has none). For finding
+# where a run's time goes: which requests wait on which.
+#
 # Threads, two per connection, recv_into/sendall on 256 KiB buffers. On the
 # 2-core VM (shared, load ~7) it carried 1.5-2.6 GB/s aggregate at rate 0 over
 # 4 or 16 connections, against 1.6 GB/s for a bare asyncio Protocol relay
@@ -43,6 +52,7 @@
 # Also importable: ShapingProxy starts one as a subprocess, reads its port and
 # its counters (stats() sends SIGUSR1 and waits for the new snapshot).
 import argparse
+import collections
 import json
 import os
 import signal
@@ -257,6 +267,15 @@ class Connection:
         self.client_spoke = False
         self.done = 0
         self.lock = threading.Lock()
+        self.number = 0  # Set by serve().
+        # With --request_log: (arrival, method, target) of requests not yet
+        # answered, in order (HTTP/1.1 answers them in order).
+        self.pending = collections.deque()
+
+    def on_request(self, method, target, has_range):
+        self.proxy.stats.request(method, target, has_range)
+        if self.proxy.request_log is not None:
+            self.pending.append((time.monotonic(), method, target))
 
     def run(self, upstream_addr):
         p = self.proxy
@@ -308,7 +327,7 @@ class Connection:
         buf = bytearray(BUF)
         view = memoryview(buf)
         pacer = Pacer(p.rate)
-        parser = RequestParser(p.stats.request,
+        parser = RequestParser(self.on_request,
                                lambda: p.stats.add("parse_errors"))
         src, dst = self.client, self.upstream
         try:
@@ -355,6 +374,8 @@ class Connection:
                     if n >= 12 and buf[:5] == b"HTTP/":
                         status = bytes(buf[9:12]).decode("latin-1")
                     p.stats.response(status)
+                    if p.request_log is not None and self.pending:
+                        p.log_exchange(self, self.pending.popleft(), status)
                     if p.first_byte > 0:
                         time.sleep(p.first_byte)
                     pacer.reset()
@@ -387,6 +408,19 @@ class Proxy:
         self.listener.listen(512)
         self.port = self.listener.getsockname()[1]
         self.closing = False
+        self.request_log = None
+        self.log_lock = threading.Lock()
+        if args.request_log:
+            self.request_log = open(args.request_log, "w", buffering=1 << 16)
+
+    def log_exchange(self, conn, request, status):
+        arrived, method, target = request
+        now = time.monotonic()
+        line = (f"{arrived - self.stats.started:.4f} "
+                f"{(now - arrived) * 1000:.2f} {conn.number} {method} "
+                f"{target[:160]} {status}\n")
+        with self.log_lock:
+            self.request_log.write(line)
 
     def forget(self, conn):
         with self.conns_lock:
@@ -405,6 +439,7 @@ class Proxy:
                 continue
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = Connection(self, c)
+            conn.number = self.next_upstream + 1  # 1, 2, ... as accepted.
             with self.conns_lock:
                 self.conns.add(conn)
             with self.stats.lock:
@@ -446,6 +481,8 @@ def main(argv=None):
     ap.add_argument("--first_byte_ms", type=float, default=25.0)
     ap.add_argument("--rate_mbps", type=float, default=80.0)
     ap.add_argument("--stats_file", default="")
+    ap.add_argument("--request_log", default="",
+                    help="one line per exchange (see the header)")
     args = ap.parse_args(argv)
 
     # The signals are taken by sigwait in the main thread; every thread started
@@ -462,6 +499,9 @@ def main(argv=None):
             continue
         break
     proxy.shutdown()
+    if proxy.request_log is not None:
+        with proxy.log_lock:
+            proxy.request_log.flush()
     d = proxy.write_stats(final=True)
     print("shaping_proxy: " + json.dumps(d, sort_keys=True), file=sys.stderr,
           flush=True)
@@ -475,7 +515,7 @@ class ShapingProxy:
 
     def __init__(self, upstream, first_byte_ms=25, rate_mbps=80,
                  stats_file=None, python=None, stderr=None, script=None,
-                 preexec_fn=None):
+                 preexec_fn=None, request_log=None):
         self.upstream = upstream
         self.script = script or os.path.abspath(__file__)
         self.first_byte_ms = first_byte_ms
@@ -484,6 +524,7 @@ class ShapingProxy:
         self.python = python or sys.executable or "/usr/bin/python3"
         self.stderr = stderr
         self.preexec_fn = preexec_fn  # For the subprocess (e.g. its cores).
+        self.request_log = request_log
         self.proc = None
         self.port = None
 
@@ -498,7 +539,8 @@ class ShapingProxy:
             [self.python, self.script, "--upstream",
              self.upstream, "--first_byte_ms", str(self.first_byte_ms),
              "--rate_mbps", str(self.rate_mbps), "--stats_file",
-             self.stats_file],
+             self.stats_file] +
+            (["--request_log", self.request_log] if self.request_log else []),
             stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             preexec_fn=self.preexec_fn)
         line = self.proc.stdout.readline()

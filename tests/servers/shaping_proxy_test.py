@@ -206,6 +206,33 @@ def test_counts(proxy):
     assert s2["requests_by_method"]["GET"] == 4
 
 
+def test_request_log(upstream, tmp_path):
+    """--request_log: a line per exchange with the store's own time (the
+    shaping delay left out), the connection, method, target and status."""
+    log = tmp_path / "requests.log"
+    p = ShapingProxy(upstream, first_byte_ms=FIRST_BYTE_MS, rate_mbps=0,
+                     stats_file=str(tmp_path / "s.json"), request_log=str(log))
+    p.start()
+    c = conn(p)
+    get(c, "/bucket/obj")
+    get(c, "/bucket/a/b", {"Range": "bytes=0-3"})
+    c.close()
+    c = conn(p)
+    c.request("HEAD", "/bucket/obj")
+    c.getresponse().read()
+    c.close()
+    p.stop()
+    lines = [ln.split() for ln in log.read_text().splitlines()]
+    assert [(ln[3], ln[4], ln[5]) for ln in lines] == [
+        ("GET", "/bucket/obj", "200"), ("GET", "/bucket/a/b", "206"),
+        ("HEAD", "/bucket/obj", "200")]
+    assert [ln[2] for ln in lines] == ["1", "1", "2"]  # Connections, in turn.
+    arrived = [float(ln[0]) for ln in lines]
+    assert arrived == sorted(arrived)
+    # The store's time: a local server answers well within the delay.
+    assert all(0 <= float(ln[1]) < FIRST_BYTE_MS / 2 for ln in lines)
+
+
 def test_sigterm(upstream, tmp_path):
     stats = str(tmp_path / "s.json")
     p = ShapingProxy(upstream, first_byte_ms=0, rate_mbps=0, stats_file=stats)
