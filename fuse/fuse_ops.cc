@@ -204,6 +204,8 @@ void FuseOps::Init(void* userdata, struct fuse_conn_info* conn) {
       .Field("opens", fs->no_open_ ? "kernel" : "daemon")
       .Field("proto", absl::StrCat(conn->proto_major, ".", conn->proto_minor))
       .Field("splice_write", (conn->want & FUSE_CAP_SPLICE_WRITE) != 0)
+      .Field("capable", absl::StrCat(absl::Hex(conn->capable)))
+      .Field("want", absl::StrCat(absl::Hex(conn->want)))
       .Field("max_readahead", conn->max_readahead)
       .Field("max_background", conn->max_background);
 }

@@ -47,6 +47,10 @@ KernelChannel::InitResult KernelChannel::AmendInitReply(
     fuse_init_out& reply, size_t reply_len, uint64_t offered, uint32_t max_read,
     bool passthrough, bool uring) {
   InitResult result;
+  // Lookups and readdirs of one directory in parallel: the daemon answers
+  // each on its own thread, and a cold lookup may wait tens of ms on the
+  // store.
+  if (offered & FUSE_PARALLEL_DIROPS) reply.flags |= FUSE_PARALLEL_DIROPS;
   if (uring && (offered & kInitOverIoUring) && (offered & FUSE_INIT_EXT)) {
     reply.flags |= FUSE_INIT_EXT;
     reply.flags2 |= static_cast<uint32_t>(kInitOverIoUring >> 32);
@@ -124,7 +128,8 @@ ssize_t KernelChannel::Writev(int fd, struct iovec* iov, int count) {
       .Field("max_pages", reply.max_pages)
       .Field("direct_io_mmap", direct_io_mmap_.load())
       .Field("passthrough", backing_.enabled())
-      .Field("io_uring", result.uring);
+      .Field("io_uring", result.uring)
+      .Field("parallel_dirops", (reply.flags & FUSE_PARALLEL_DIROPS) != 0);
   iovec amended[2] = {iov[0], {&reply, iov[1].iov_len}};
   const ssize_t sent = ::writev(fd, amended, 2);
   if (options_.uring && !result.uring) {

@@ -106,9 +106,11 @@ class KernelChannel {
     bool uring = false;
   };
   // Amends libfuse's INIT `reply` (`reply_len` bytes of it are sent) for
-  // the kernel's `offered` flags: max_pages for `max_read`,
-  // FUSE_DIRECT_IO_ALLOW_MMAP, and passthrough when `passthrough` is
-  // wanted (not with a writeback cache, and only where the reply is long
+  // the kernel's `offered` flags: FUSE_PARALLEL_DIROPS (libfuse 3.14 leaves
+  // it out of its reply even when the file system wants it, and the kernel
+  // then sends one lookup of a directory at a time), max_pages for
+  // `max_read`, FUSE_DIRECT_IO_ALLOW_MMAP, and passthrough when `passthrough`
+  // is wanted (not with a writeback cache, and only where the reply is long
   // enough to carry max_stack_depth).
   static InitResult AmendInitReply(fuse_init_out& reply, size_t reply_len,
                                    uint64_t offered, uint32_t max_read,

@@ -116,6 +116,20 @@ TEST(KernelChannelTest, InitReplyGetsMaxPagesForMaxRead) {
   EXPECT_EQ(none.max_pages, 0);
 }
 
+// libfuse 3.14 leaves FUSE_PARALLEL_DIROPS out of its reply: the kernel
+// would then send one lookup of a directory at a time.
+TEST(KernelChannelTest, InitReplyAsksForParallelDirops) {
+  fuse_init_out reply{};
+  KernelChannel::AmendInitReply(reply, sizeof(reply),
+                                FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES, 1 << 20,
+                                false);
+  EXPECT_TRUE(reply.flags & FUSE_PARALLEL_DIROPS);
+  fuse_init_out not_offered{};
+  KernelChannel::AmendInitReply(not_offered, sizeof(not_offered),
+                                FUSE_MAX_PAGES, 1 << 20, false);
+  EXPECT_FALSE(not_offered.flags & FUSE_PARALLEL_DIROPS);
+}
+
 TEST(KernelChannelTest, InitReplyTakesUpDirectIoMmapAndPassthroughOffered) {
   const uint64_t offered =
       FUSE_INIT_EXT | kDirectIoAllowMmap | kInitPassthrough;
