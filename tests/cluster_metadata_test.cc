@@ -15,6 +15,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/worker_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,6 +126,68 @@ TEST_F(ClusterTest, StatMissesInADirectoryShareOneListing) {
   auto n = (*f)->Read(0, absl::MakeSpan(buf));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(buf.substr(0, *n), PatternBytes(107, 7));
+}
+
+// A directory of several pages: a lookup waits for its first page only.
+// The node's worker lists the rest in the background; meanwhile a path in
+// the first page is answered from it, any other by the master, and once
+// the listing is done every entry comes from the node's cache.
+TEST_F(ClusterTest, ALookupWaitsForTheFirstPageOfItsDirectoryOnly) {
+  auto store = s3_->OpenStore("pages");
+  ASSERT_TRUE(store.ok()) << store.status();
+  constexpr int kFiles = 2500;  // Three pages of 1,000.
+  std::atomic<int> next{0}, failed{0};
+  std::vector<std::thread> seeders;
+  for (int t = 0; t < 8; ++t) {
+    seeders.emplace_back([&] {
+      for (int i; (i = next++) < kFiles;) {
+        if (!(*store)
+                 ->Put(absl::StrFormat("d/f%05d", i), PatternBytes(10 + i, i))
+                 .ok())
+          ++failed;
+      }
+    });
+  }
+  for (auto& th : seeders) th.join();
+  ASSERT_EQ(failed.load(), 0);
+  ASSERT_TRUE(AddMount("/datasets/pages", s3_->Uri("pages"), 60000));
+  auto client = Connect("");  // This host: the node's worker lists.
+  ASSERT_NE(client, nullptr);
+  auto rpcs = [&](const char* method) {
+    return master_
+        ->Metric(
+            absl::StrCat("larder_master_rpcs_total{method=\"", method, "\"}"))
+        .value_or(0);
+  };
+  const double lists0 = rpcs("List");
+
+  auto first = client->Stat("/datasets/pages/d/f00001");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->size, 11u);
+  // Answered after the first page, the other two still to come (each
+  // takes s3rver tens of milliseconds).
+  EXPECT_LE(rpcs("List") - lists0, 2);
+  // In the third page, while the listing goes on: the master's answer.
+  auto third = client->Stat("/datasets/pages/d/f02400");
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->size, 2410u);
+  EXPECT_EQ(client->Stat("/datasets/pages/d/none").status().code(),
+            absl::StatusCode::kNotFound);
+
+  // The whole listing, kept: later lookups cost the master nothing.
+  ASSERT_TRUE(testing::WaitFor([&] { return rpcs("List") - lists0 >= 3; },
+                               absl::Seconds(30)));
+  absl::SleepFor(absl::Milliseconds(100));  // Kept after its last page.
+  const double stats = rpcs("Stat"), lists = rpcs("List");
+  auto fresh = Connect("");  // A process with an empty cache of its own.
+  ASSERT_NE(fresh, nullptr);
+  for (int i : {0, 999, 1000, 1999, 2000, 2499}) {
+    auto s = fresh->Stat(absl::StrFormat("/datasets/pages/d/f%05d", i));
+    ASSERT_TRUE(s.ok()) << i << ": " << s.status();
+    EXPECT_EQ(s->size, static_cast<uint64_t>(10 + i));
+  }
+  EXPECT_EQ(rpcs("Stat"), stats);
+  EXPECT_EQ(rpcs("List"), lists);
 }
 
 // One metadata cache per node: processes on a node (here: clients, each

@@ -171,6 +171,86 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
   return Answer{std::move(s), ttl};
 }
 
+MetadataService::~MetadataService() {
+  stopping_ = true;
+  list_pool_.reset();
+}
+
+absl::Status MetadataService::ListPage(const std::string& dir,
+                                       std::string* token, absl::Duration* ttl,
+                                       std::vector<v1::ObjectInfo>* entries) {
+  v1::ListRequest req;
+  req.set_path(dir);
+  req.set_page_token(*token);
+  req.set_page_size(1000);
+  v1::ListResponse resp;
+  LARDER_RETURN_IF_ERROR(FromGrpcStatus(master_->Call(
+      &v1::Master::Stub::List, req, &resp, options_.rpc_timeout)));
+  *ttl = FreshFor(*ttl, resp.ttl_remaining_ms());
+  for (v1::ObjectInfo& e : *resp.mutable_entries())
+    entries->push_back(std::move(e));
+  *token = resp.next_page_token();
+  return absl::OkStatus();
+}
+
+void MetadataService::Keep(const std::vector<v1::ObjectInfo>& entries,
+                           const Mount& mount, absl::Time expires,
+                           uint64_t generation) {
+  if (generation != generation_) return;  // Served, not kept.
+  // Every entry, as the master's Stat would answer it.
+  for (const v1::ObjectInfo& e : entries)
+    cache_.PutStat(e.path(), {absl::OkStatus(), StatOf(e, mount)}, expires);
+}
+
+void MetadataService::Finish(
+    const std::string& dir, DirFlight& flight, absl::Status st,
+    absl::Duration ttl, std::shared_ptr<std::vector<v1::ObjectInfo>> entries,
+    const Mount& mount, uint64_t generation) {
+  const absl::Time now = absl::Now();
+  flight.expires = now + ttl;
+  flight.status = st;
+  if (st.ok() && entries != nullptr) {
+    std::sort(entries->begin(), entries->end(),
+              [](const v1::ObjectInfo& a, const v1::ObjectInfo& b) {
+                return a.path() < b.path();
+              });
+    flight.entries = std::move(entries);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (st.ok() && flight.entries == nullptr) {
+      if (unlisted_.size() >= 10000) unlisted_.clear();
+      unlisted_[dir] = now + mount.metadata_ttl;
+    } else if (st.ok()) {
+      Keep(*flight.entries, mount, flight.expires, generation);
+    }
+    dir_flights_.erase(dir);
+  }
+  // `done` first: a waiter woken by `first_page` then finds it.
+  flight.done.Notify();
+  if (!flight.first_page.HasBeenNotified()) flight.first_page.Notify();
+}
+
+void MetadataService::ListRest(
+    const std::string& dir, std::shared_ptr<DirFlight> flight,
+    std::string token, absl::Duration ttl,
+    std::shared_ptr<std::vector<v1::ObjectInfo>> entries, Mount mount,
+    uint64_t generation) {
+  absl::Status st;
+  for (int page = 1; st.ok() && !token.empty(); ++page) {
+    if (page == kFillPages) {
+      entries.reset();  // Too large: its files are Stat'ed.
+      break;
+    }
+    if (stopping_) {
+      st = absl::CancelledError("the worker is stopping");
+      break;
+    }
+    st = ListPage(dir, &token, &ttl, entries.get());
+  }
+  Finish(dir, *flight, st, ttl, std::move(entries), mount, generation);
+}
+
 absl::StatusOr<std::optional<MetadataService::Listed>>
 MetadataService::FromDirectory(const std::string& key, const Mount& mount,
                                uint64_t generation) {
@@ -196,64 +276,54 @@ MetadataService::FromDirectory(const std::string& key, const Mount& mount,
   if (leader) {
     auto entries = std::make_shared<std::vector<v1::ObjectInfo>>();
     absl::Duration ttl = mount.metadata_ttl;
-    absl::Status st;
     std::string token;
-    for (int page = 0; st.ok(); ++page) {
-      if (page == kFillPages) {
-        entries.reset();  // Too large: its files are Stat'ed.
-        break;
-      }
-      v1::ListRequest req;
-      req.set_path(dir);
-      req.set_page_token(token);
-      req.set_page_size(1000);
-      v1::ListResponse resp;
-      st = FromGrpcStatus(master_->Call(&v1::Master::Stub::List, req, &resp,
-                                        options_.rpc_timeout));
-      if (!st.ok()) break;
-      ttl = FreshFor(ttl, resp.ttl_remaining_ms());
-      for (v1::ObjectInfo& e : *resp.mutable_entries())
-        entries->push_back(std::move(e));
-      token = resp.next_page_token();
-      if (token.empty()) break;
-    }
-    const absl::Time now = absl::Now();
-    flight->expires = now + ttl;
-    flight->status = st;
-    if (st.ok() && entries != nullptr) {
-      std::sort(entries->begin(), entries->end(),
+    absl::Status st = ListPage(dir, &token, &ttl, entries.get());
+    if (!st.ok() || token.empty()) {
+      Finish(dir, *flight, st, ttl, std::move(entries), mount, generation);
+    } else {
+      // More pages: the rest in the background. The first page's entries
+      // answer (and are kept) meanwhile.
+      auto first = std::make_shared<std::vector<v1::ObjectInfo>>(*entries);
+      std::sort(first->begin(), first->end(),
                 [](const v1::ObjectInfo& a, const v1::ObjectInfo& b) {
                   return a.path() < b.path();
                 });
-      flight->entries = std::move(entries);
-    }
-    absl::MutexLock lock(&mu_);
-    if (st.ok() && flight->entries == nullptr) {
-      if (unlisted_.size() >= 10000) unlisted_.clear();
-      unlisted_[dir] = now + mount.metadata_ttl;
-    } else if (st.ok() && generation == generation_) {
-      // Every entry, as the master's Stat would answer it.
-      for (const v1::ObjectInfo& e : *flight->entries) {
-        cache_.PutStat(e.path(), {absl::OkStatus(), StatOf(e, mount)},
-                       flight->expires);
+      flight->first_expires = absl::Now() + ttl;
+      flight->first = std::move(first);
+      {
+        absl::MutexLock lock(&mu_);
+        Keep(*flight->first, mount, flight->first_expires, generation);
       }
+      flight->first_page.Notify();
+      list_pool_->Schedule([this, dir, flight, token = std::move(token), ttl,
+                            entries = std::move(entries), mount, generation] {
+        ListRest(dir, flight, token, ttl, entries, mount, generation);
+      });
     }
-    dir_flights_.erase(dir);
-    flight->done.Notify();
   } else {
-    flight->done.WaitForNotification();
+    flight->first_page.WaitForNotification();
   }
-  LARDER_RETURN_IF_ERROR(flight->status);
-  if (flight->entries == nullptr) return std::nullopt;
-  const auto& entries = *flight->entries;
-  auto it = std::lower_bound(entries.begin(), entries.end(), key,
+  // The whole listing when it is done, else its first page (then a path
+  // not in it is Stat'ed: no waiting for the rest).
+  const std::vector<v1::ObjectInfo>* entries = nullptr;
+  absl::Time expires;
+  if (flight->done.HasBeenNotified()) {
+    LARDER_RETURN_IF_ERROR(flight->status);
+    if (flight->entries == nullptr) return std::nullopt;
+    entries = flight->entries.get();
+    expires = flight->expires;
+  } else {
+    entries = flight->first.get();
+    expires = flight->first_expires;
+  }
+  auto it = std::lower_bound(entries->begin(), entries->end(), key,
                              [](const v1::ObjectInfo& e, const std::string& k) {
                                return e.path() < k;
                              });
   // Not in it: created since, perhaps; the master decides (it looks at
   // the store when its own listing does not have it).
-  if (it == entries.end() || it->path() != key) return std::nullopt;
-  return Listed{absl::OkStatus(), StatOf(*it, mount), flight->expires};
+  if (it == entries->end() || it->path() != key) return std::nullopt;
+  return Listed{absl::OkStatus(), StatOf(*it, mount), expires};
 }
 
 bool MetadataService::Behind(uint64_t epoch, uint64_t seq) const {

@@ -18,6 +18,11 @@
 //     directory (single flight), and keeps every entry: a first epoch then
 //     costs the master one List per directory and node, not one Stat per
 //     file (1,000 cold files in 5 directories: 5 Lists, not 1,000 Stats).
+//   - A lookup waits for its directory's first page only. A directory of
+//     more pages goes on being listed in the background; meanwhile a path
+//     in the pages so far is answered from them and any other asks the
+//     master, so the first file of a directory of 5,000 costs one page and
+//     a Stat, not five pages in turn (0.95 s through a store 25 ms away).
 //     A directory of more than kFillPages pages is not listed (its files
 //     are Stat'ed) for its TTL.
 //   - Invalidations are followed once per node: the master's latest
@@ -32,9 +37,11 @@
 #ifndef LARDER_WORKER_METADATA_SERVICE_H_
 #define LARDER_WORKER_METADATA_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -45,6 +52,7 @@
 #include "client/metadata_cache.h"
 #include "common/master_connection.h"
 #include "common/security.h"
+#include "common/thread_pool.h"
 #include "worker/metrics.h"
 #include "worker/worker_mounts.h"
 
@@ -83,6 +91,9 @@ class MetadataService {
 
   NodeMetadataCache::Counters counters() const { return cache_.counters(); }
 
+  // Stops the listings going on in the background after their current page.
+  ~MetadataService();
+
  private:
   struct Flight {
     absl::Notification done;
@@ -96,7 +107,8 @@ class MetadataService {
         master_(std::move(master)),
         mounts_(mounts),
         metrics_(metrics),
-        cache_(options_.cache) {}
+        cache_(options_.cache),
+        list_pool_(std::make_unique<ThreadPool>(kListThreads, "larder-list")) {}
 
   // Whether (epoch, seq) is later than what has been applied.
   bool Behind(uint64_t epoch, uint64_t seq) const;
@@ -105,10 +117,11 @@ class MetadataService {
   // `key` from the master (single flight), kept for the mount's TTL.
   absl::StatusOr<Answer> Fetch(const std::string& key, const Mount& mount);
 
-  // `key`'s answer from the listing of its directory, after keeping every
+  // `key`'s answer from the listing of its directory, which keeps every
   // entry of it (one listing at a time per directory); nullopt when the
-  // directory is above the mount or too large, or `key` is not in it (then
-  // Stat `key`). Errors: the master's (a Stat would meet the same store).
+  // directory is above the mount or too large, or `key` is not in it, or
+  // not in its first page while the rest is being listed (then Stat `key`).
+  // Errors: the master's (a Stat would meet the same store).
   struct Listed {
     absl::Status status;  // OK.
     v1::StatResponse response;
@@ -118,6 +131,8 @@ class MetadataService {
                                                       const Mount& mount,
                                                       uint64_t generation);
   static constexpr int kFillPages = 10;  // Of 1,000 entries.
+  // Directories listed past their first page at once.
+  static constexpr int kListThreads = 4;
   struct DirFlight {
     absl::Notification done;
     // Sorted by path; null when not listed, because of `status` (or OK:
@@ -125,7 +140,34 @@ class MetadataService {
     std::shared_ptr<const std::vector<v1::ObjectInfo>> entries;
     absl::Status status;
     absl::Time expires;
+    // Notified after the first page (or the end, or an error); then
+    // `first` holds its entries, sorted, fresh until `first_expires`, when
+    // more pages follow (set once, before the notification).
+    absl::Notification first_page;
+    std::shared_ptr<const std::vector<v1::ObjectInfo>> first;
+    absl::Time first_expires;
   };
+  // One page of `dir`'s listing from the master.
+  absl::Status ListPage(const std::string& dir, std::string* token,
+                        absl::Duration* ttl,
+                        std::vector<v1::ObjectInfo>* entries);
+  // The pages of `dir` after `token` (up to kFillPages in all), then
+  // Finish; on list_pool_.
+  void ListRest(const std::string& dir, std::shared_ptr<DirFlight> flight,
+                std::string token, absl::Duration ttl,
+                std::shared_ptr<std::vector<v1::ObjectInfo>> entries,
+                Mount mount, uint64_t generation);
+  // Ends `flight`: keeps its entries (or marks `dir` unlisted when there
+  // are too many), wakes its waiters.
+  void Finish(const std::string& dir, DirFlight& flight, absl::Status st,
+              absl::Duration ttl,
+              std::shared_ptr<std::vector<v1::ObjectInfo>> entries,
+              const Mount& mount, uint64_t generation);
+  // Keeps `entries` of `mount` as Stat answers until `expires`, unless an
+  // invalidation was applied since `generation`.
+  void Keep(const std::vector<v1::ObjectInfo>& entries, const Mount& mount,
+            absl::Time expires, uint64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const std::unique_ptr<MasterConnection> master_;
@@ -146,6 +188,9 @@ class MetadataService {
   // Directories too large to list for a lookup, until when.
   absl::flat_hash_map<std::string, absl::Time> unlisted_ ABSL_GUARDED_BY(mu_);
   absl::Mutex sync_mu_;  // One catch-up at a time.
+  std::atomic<bool> stopping_{false};
+  // Last: destroyed (its listings ended) before what they use.
+  std::unique_ptr<ThreadPool> list_pool_;
 };
 
 }  // namespace larder
