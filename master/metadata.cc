@@ -78,6 +78,11 @@ absl::StatusOr<v1::StatResponse> UnderStoreMetadata::Stat(
   return resp;
 }
 
+UnderStoreMetadata::~UnderStoreMetadata() {
+  stopping_ = true;
+  list_pool_.reset();
+}
+
 bool UnderStoreMetadata::ListDirectoryForStat(const v1::MountEntry& mount,
                                               const std::string& rel,
                                               absl::Time now) {
@@ -87,7 +92,7 @@ bool UnderStoreMetadata::ListDirectoryForStat(const v1::MountEntry& mount,
       slash == std::string::npos ? "" : rel.substr(0, slash);
   const std::string dir_key = Join(mount.path(), dir_rel);
   const absl::Duration ttl = absl::Milliseconds(mount.metadata_ttl_ms());
-  std::shared_ptr<absl::Notification> wait, mine;
+  std::shared_ptr<StatListing> wait, mine;
   {
     absl::MutexLock lock(&mu_);
     DirState& d = dirs_[dir_key];
@@ -96,42 +101,77 @@ bool UnderStoreMetadata::ListDirectoryForStat(const v1::MountEntry& mount,
     if (d.listing) {
       wait = d.listing;
     } else if (++d.misses >= 2) {
-      mine = d.listing = std::make_shared<absl::Notification>();
+      mine = d.listing = std::make_shared<StatListing>();
     }
   }
-  if (wait) return wait->WaitForNotificationWithTimeout(absl::Seconds(60));
+  if (wait) {
+    return wait->first_page.WaitForNotificationWithTimeout(absl::Seconds(60));
+  }
   if (!mine) return false;
 
-  // One listing, page by page, every entry cached for Stat.
-  absl::Status status = absl::OkStatus();
-  absl::StatusOr<std::shared_ptr<UnderStore>> store = Store(mount);
-  if (!store.ok()) status = store.status();
-  ListOptions o;
-  o.page_size = 1000;
+  // The first page here; more in the background, every entry cached for
+  // Stat as its page comes.
+  std::string token;
   int listed = 0;
-  while (status.ok() && listed < kStatListingLimit) {
-    ++list_requests_;
-    absl::StatusOr<ListPage> page = (*store)->List(dir_rel, o);
-    if (!page.ok()) {
-      status = page.status();
+  absl::Status status = StatListingPage(mount, dir_rel, &token, &listed);
+  if (status.ok() && !token.empty() && listed < kStatListingLimit) {
+    mine->first_page.Notify();
+    list_pool_->Schedule([this, mount, dir_rel, dir_key, token, listed, mine] {
+      ListRestForStat(mount, dir_rel, dir_key, token, listed, mine);
+    });
+    return true;
+  }
+  EndStatListing(dir_key, *mine, status);
+  return status.ok();
+}
+
+absl::Status UnderStoreMetadata::StatListingPage(const v1::MountEntry& mount,
+                                                 const std::string& dir_rel,
+                                                 std::string* token,
+                                                 int* listed) {
+  LARDER_ASSIGN_OR_RETURN(
+      v1::ListResponse page,
+      ListingPage(mount, dir_rel, /*recursive=*/false, 1000, *token));
+  const absl::Time now = absl::Now();
+  // No longer than the page itself (it may come from the cache).
+  const absl::Time expires = now + absl::Milliseconds(page.ttl_remaining_ms());
+  const std::string prefix = absl::StrCat(mount.path(), "/");
+  absl::MutexLock lock(&mu_);
+  for (v1::ObjectInfo& e : *page.mutable_entries()) {
+    if (!absl::StartsWith(e.path(), prefix)) continue;
+    v1::StatResponse resp;
+    resp.set_mount(mount.path());
+    resp.set_relative(e.path().substr(prefix.size()));
+    resp.set_block_size(mount.block_size());
+    const std::string path = e.path();
+    *resp.mutable_info() = std::move(e);
+    stats_[path] = {std::move(resp), expires};
+    Inserted(now);
+    ++*listed;
+  }
+  *token = page.next_page_token();
+  return absl::OkStatus();
+}
+
+void UnderStoreMetadata::ListRestForStat(v1::MountEntry mount,
+                                         std::string dir_rel,
+                                         std::string dir_key, std::string token,
+                                         int listed,
+                                         std::shared_ptr<StatListing> mine) {
+  absl::Status status;
+  while (status.ok() && !token.empty() && listed < kStatListingLimit) {
+    if (stopping_) {
+      status = absl::CancelledError("the master is stopping");
       break;
     }
-    const absl::Time expires = absl::Now() + ttl;
-    absl::MutexLock lock(&mu_);
-    for (const ObjectInfo& e : page->entries) {
-      v1::StatResponse resp;
-      const std::string path = Join(mount.path(), e.path);
-      ToProto(e, path, resp.mutable_info());
-      resp.set_mount(mount.path());
-      resp.set_relative(e.path);
-      resp.set_block_size(mount.block_size());
-      stats_[path] = {std::move(resp), expires};
-      Inserted(now);
-      ++listed;
-    }
-    if (page->next_page_token.empty()) break;
-    o.page_token = page->next_page_token;
+    status = StatListingPage(mount, dir_rel, &token, &listed);
   }
+  EndStatListing(dir_key, *mine, status);
+}
+
+void UnderStoreMetadata::EndStatListing(const std::string& dir_key,
+                                        StatListing& mine,
+                                        const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     DirState& d = dirs_[dir_key];
@@ -145,25 +185,32 @@ bool UnderStoreMetadata::ListDirectoryForStat(const v1::MountEntry& mount,
         .Field("dir", dir_key)
         .Field("status", status);
   }
-  mine->Notify();
-  return status.ok();
+  if (!mine.first_page.HasBeenNotified()) mine.first_page.Notify();
 }
 
 absl::StatusOr<v1::ListResponse> UnderStoreMetadata::List(
     const v1::ListRequest& request) {
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(request.path()));
   const auto& [mount, rel] = resolved;
-  const std::string cluster_path = Join(mount.path(), rel);
   // Bounded: a page is one message, and every distinct page is cached.
   const size_t page_size =
       request.page_size() == 0
           ? 1000
           : std::min<size_t>(request.page_size(), kMaxListPageSize);
+  return ListingPage(mount, rel, request.recursive(), page_size,
+                     request.page_token());
+}
+
+absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
+    const v1::MountEntry& mount, const std::string& rel, bool recursive,
+    size_t page_size, const std::string& token) {
+  const std::string cluster_path = Join(mount.path(), rel);
   const std::string key =
-      absl::StrCat(cluster_path, "\x01", request.recursive(), "|", page_size,
-                   "|", request.page_token());
-  const absl::Time now = absl::Now();
+      absl::StrCat(cluster_path, "\x01", recursive, "|", page_size, "|", token);
+  std::shared_ptr<PageFlight> flight;
+  bool leader = false;
   {
+    const absl::Time now = absl::Now();
     absl::MutexLock lock(&mu_);
     if (auto it = lists_.find(key);
         it != lists_.end() && it->second.expires > now) {
@@ -171,25 +218,46 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::List(
       r.set_ttl_remaining_ms(RemainingMs(it->second.expires, now));
       return r;
     }
+    std::shared_ptr<PageFlight>& slot = page_flights_[key];
+    if (slot == nullptr) {
+      slot = std::make_shared<PageFlight>();
+      leader = true;
+    }
+    flight = slot;
   }
-  LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
-  ListOptions o;
-  o.recursive = request.recursive();
-  o.page_size = page_size;
-  o.page_token = request.page_token();
-  ++list_requests_;
-  LARDER_ASSIGN_OR_RETURN(ListPage page, store->List(rel, o));
-  v1::ListResponse resp;
-  for (const ObjectInfo& e : page.entries)
-    ToProto(e, Join(mount.path(), e.path), resp.add_entries());
-  resp.set_next_page_token(page.next_page_token);
-  absl::MutexLock lock(&mu_);
-  const absl::Time expires = EarliestLook(
-      resp, now + absl::Milliseconds(mount.metadata_ttl_ms()), now);
-  lists_[key] = {resp, expires};
-  Inserted(now);
-  resp.set_ttl_remaining_ms(RemainingMs(expires, now));
-  return resp;
+  if (!leader) {
+    // The leader's request has the store's deadlines: the wait is bounded.
+    flight->done.WaitForNotification();
+    return flight->result;
+  }
+  auto fetch = [&]() -> absl::StatusOr<v1::ListResponse> {
+    LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
+    ListOptions o;
+    o.recursive = recursive;
+    o.page_size = page_size;
+    o.page_token = token;
+    ++list_requests_;
+    const absl::Time now = absl::Now();
+    LARDER_ASSIGN_OR_RETURN(ListPage page, store->List(rel, o));
+    v1::ListResponse resp;
+    for (const ObjectInfo& e : page.entries)
+      ToProto(e, Join(mount.path(), e.path), resp.add_entries());
+    resp.set_next_page_token(page.next_page_token);
+    absl::MutexLock lock(&mu_);
+    const absl::Time expires = EarliestLook(
+        resp, now + absl::Milliseconds(mount.metadata_ttl_ms()), now);
+    lists_[key] = {resp, expires};
+    Inserted(now);
+    resp.set_ttl_remaining_ms(RemainingMs(expires, absl::Now()));
+    return resp;
+  };
+  flight->result = fetch();
+  {
+    absl::MutexLock lock(&mu_);
+    page_flights_.erase(key);
+  }
+  flight->done.Notify();
+  return flight->result;
 }
 
 absl::Time UnderStoreMetadata::EarliestLook(const v1::ListResponse& page,

@@ -14,8 +14,13 @@
 // directory together) are answered from a listing of the directory: the
 // second miss within the TTL lists it (up to kStatListingLimit entries, in
 // pages) and caches every entry, so a cold epoch over 2,000 files costs two
-// LISTs instead of 2,000 HEADs. Concurrent misses wait for that one
-// listing. A path the listing does not show still gets its own Stat.
+// LISTs instead of 2,000 HEADs. Concurrent misses wait for that listing's
+// first page only: the rest is listed in the background, and a path not in
+// the pages so far gets its own Stat meanwhile. A path the listing does not
+// show still gets its own Stat.
+//
+// One request for each page: concurrent Lists of the same page, and the
+// listing for Stat, share one under-store request and its cached answer.
 //
 // Under-stores are opened lazily per mount (credentials from this process's
 // environment, or the mount's credentials reference: "profile:NAME").
@@ -32,6 +37,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/thread_pool.h"
 #include "master/mount_registry.h"
 #include "understore/mount_store.h"
 #include "understore/options.h"
@@ -49,7 +55,11 @@ class UnderStoreMetadata {
  public:
   UnderStoreMetadata(const MountRegistry* mounts,
                      UnderStoreOptions store_options)
-      : mounts_(mounts), stores_(std::move(store_options)) {}
+      : mounts_(mounts),
+        stores_(std::move(store_options)),
+        list_pool_(std::make_unique<ThreadPool>(kListThreads, "larder-list")) {}
+  // Stops the listings going on in the background after their current page.
+  ~UnderStoreMetadata();
 
   // Errors: NotFound (no mount, or no such object), and the under-store's.
   absl::StatusOr<v1::StatResponse> Stat(absl::string_view path);
@@ -92,17 +102,44 @@ class UnderStoreMetadata {
     T value;
     absl::Time expires;
   };
+  // A directory being listed for Stat: notified once its first page is in
+  // stats_ (or the listing ended).
+  struct StatListing {
+    absl::Notification first_page;
+  };
   // Stat-miss bookkeeping of one directory, for the TTL of the mount.
   struct DirState {
     absl::Time expires;
     int misses = 0;
     bool listed = false;  // Its listing is in stats_ (as far as it went).
-    std::shared_ptr<absl::Notification> listing;  // In progress.
+    std::shared_ptr<StatListing> listing;  // In progress.
   };
   // After a miss of `rel`: whether stats_ may now hold it, from a listing
   // of its directory (made by this call, or by a concurrent one).
   bool ListDirectoryForStat(const v1::MountEntry& mount, const std::string& rel,
                             absl::Time now);
+  // The next page of `dir_rel`'s listing for Stat (after *token, which it
+  // advances), its entries put in stats_; *listed counts them.
+  absl::Status StatListingPage(const v1::MountEntry& mount,
+                               const std::string& dir_rel, std::string* token,
+                               int* listed);
+  // The pages after `token`, up to kStatListingLimit entries, then
+  // EndStatListing; on list_pool_.
+  void ListRestForStat(v1::MountEntry mount, std::string dir_rel,
+                       std::string dir_key, std::string token, int listed,
+                       std::shared_ptr<StatListing> mine);
+  void EndStatListing(const std::string& dir_key, StatListing& mine,
+                      const absl::Status& status);
+  // One page of a listing: from the cache, from a request for the same page
+  // in flight, or from the under-store.
+  absl::StatusOr<v1::ListResponse> ListingPage(const v1::MountEntry& mount,
+                                               const std::string& rel,
+                                               bool recursive, size_t page_size,
+                                               const std::string& token);
+  struct PageFlight {
+    absl::Notification done;
+    absl::StatusOr<v1::ListResponse> result;
+  };
   // When a new listing page, fresh until `expires`, is to be dropped: no
   // later than the unexpired Stat answers held for its entries, so that a
   // node that fills its cache from the page keeps each entry no longer
@@ -117,6 +154,9 @@ class UnderStoreMetadata {
   std::map<std::string, Cached<v1::StatResponse>> stats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Cached<v1::ListResponse>> lists_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DirState> dirs_ ABSL_GUARDED_BY(mu_);
+  // Under-store requests for a page in flight, by lists_ key.
+  absl::flat_hash_map<std::string, std::shared_ptr<PageFlight>> page_flights_
+      ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> stat_requests_{0}, list_requests_{0};
   // Expired entries (and directory states with no listing in progress) are
   // swept after as many insertions as a quarter of the cache (at least
@@ -124,6 +164,10 @@ class UnderStoreMetadata {
   // ever looked up, at O(1) amortized cost.
   void Inserted(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t inserts_since_sweep_ ABSL_GUARDED_BY(mu_) = 0;
+  static constexpr int kListThreads = 4;  // Listings for Stat past page 1.
+  std::atomic<bool> stopping_{false};
+  // Last: destroyed (its listings ended) before what they use.
+  std::unique_ptr<ThreadPool> list_pool_;
 };
 
 }  // namespace larder

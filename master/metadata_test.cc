@@ -1,10 +1,12 @@
 // Copyright 2026 The Larder Authors.
 #include "master/metadata.h"
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 
@@ -106,6 +108,76 @@ TEST_F(MetadataCacheTest, ExpiredEntriesAreSwept) {
     ASSERT_TRUE(cache_->Stat(absl::StrCat("/datasets/ds/d", i, "/f")).ok());
   // The first batch expired and was swept on the way.
   EXPECT_LT(cache_->CachedEntries(), static_cast<size_t>(kFiles) + 200);
+}
+
+// Lists of one page, and the listing for Stat, share one request for each
+// page: a directory listed for a node is not listed again for Stat misses.
+TEST_F(MetadataCacheTest, ListsAndTheListingForStatShareEachPage) {
+  for (int i = 0; i < 20; ++i)
+    Write(absl::StrCat("d/f", i), std::string(i + 1, 'x'));
+  Mount(60000);
+  v1::ListRequest list;
+  list.set_path("/datasets/ds/d");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      auto page = cache_->List(list);
+      EXPECT_TRUE(page.ok() && page->entries_size() == 20);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(cache_->requests().lists, 1u);
+  // The second miss lists the directory for Stat: the same page.
+  for (int i : {3, 4, 5}) {
+    auto st = cache_->Stat(absl::StrCat("/datasets/ds/d/f", i));
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->info().size(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(st->relative(), absl::StrCat("d/f", i));
+    EXPECT_EQ(st->mount(), "/datasets/ds");
+  }
+  EXPECT_EQ(cache_->requests().lists, 1u);
+  EXPECT_EQ(cache_->requests().stats, 1u);  // The first miss.
+}
+
+// A directory of several pages: a Stat miss waits for the first page of
+// the listing for Stat at most; the rest comes in the background, and
+// then every entry is answered from the cache.
+TEST_F(MetadataCacheTest, StatMissesWaitForTheFirstPageOnly) {
+  constexpr int kFiles = 2500;  // Three pages.
+  for (int i = 0; i < kFiles; ++i)
+    Write(absl::StrFormat("d/f%05d", i), std::string(i % 7 + 1, 'x'));
+  Mount(60000);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      // Spread over the pages, while the listing goes on.
+      for (int i = t * 300; i < t * 300 + 20; ++i) {
+        auto st = cache_->Stat(absl::StrFormat("/datasets/ds/d/f%05d", i));
+        if (!st.ok() || st->info().size() != static_cast<uint64_t>(i % 7 + 1))
+          ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  ASSERT_TRUE(testing::WaitFor([&] { return cache_->requests().lists >= 3; },
+                               absl::Seconds(30)));
+  absl::SleepFor(absl::Milliseconds(50));  // Its last page in the cache.
+  const UnderStoreMetadata::Requests before = cache_->requests();
+  for (int i = 0; i < kFiles; i += 97) {
+    auto st = cache_->Stat(absl::StrFormat("/datasets/ds/d/f%05d", i));
+    ASSERT_TRUE(st.ok()) << i << ": " << st.status();
+    EXPECT_EQ(st->info().size(), static_cast<uint64_t>(i % 7 + 1));
+  }
+  EXPECT_EQ(cache_->requests().stats, before.stats);
+  EXPECT_EQ(cache_->requests().lists, 3u);
+  // Destroyed while a listing for Stat may be going on: it stops there.
+  Write("e/x", "x");
+  for (int i = 0; i < kFiles; ++i) Write(absl::StrFormat("e/f%05d", i), "y");
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/e/f00001").ok());
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/e/f00002").ok());
+  cache_.reset();
 }
 
 }  // namespace
