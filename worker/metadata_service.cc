@@ -26,6 +26,13 @@ v1::StatResponse StatOf(const v1::ObjectInfo& e, const Mount& mount) {
   return r;
 }
 
+void SortByPath(std::vector<v1::ObjectInfo>& entries) {
+  std::sort(entries.begin(), entries.end(),
+            [](const v1::ObjectInfo& a, const v1::ObjectInfo& b) {
+              return a.path() < b.path();
+            });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetadataService>> MetadataService::Create(
@@ -210,10 +217,7 @@ void MetadataService::Finish(
   flight.expires = now + ttl;
   flight.status = st;
   if (st.ok() && entries != nullptr) {
-    std::sort(entries->begin(), entries->end(),
-              [](const v1::ObjectInfo& a, const v1::ObjectInfo& b) {
-                return a.path() < b.path();
-              });
+    SortByPath(*entries);
     flight.entries = std::move(entries);
   }
   {
@@ -284,10 +288,7 @@ MetadataService::FromDirectory(const std::string& key, const Mount& mount,
       // More pages: the rest in the background. The first page's entries
       // answer (and are kept) meanwhile.
       auto first = std::make_shared<std::vector<v1::ObjectInfo>>(*entries);
-      std::sort(first->begin(), first->end(),
-                [](const v1::ObjectInfo& a, const v1::ObjectInfo& b) {
-                  return a.path() < b.path();
-                });
+      SortByPath(*first);
       flight->first_expires = absl::Now() + ttl;
       flight->first = std::move(first);
       {
