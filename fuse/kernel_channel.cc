@@ -129,7 +129,9 @@ ssize_t KernelChannel::Writev(int fd, struct iovec* iov, int count) {
       .Field("direct_io_mmap", direct_io_mmap_.load())
       .Field("passthrough", backing_.enabled())
       .Field("io_uring", result.uring)
-      .Field("parallel_dirops", (reply.flags & FUSE_PARALLEL_DIROPS) != 0);
+      .Field("parallel_dirops", (reply.flags & FUSE_PARALLEL_DIROPS) != 0)
+      .Field("offered", absl::StrCat(absl::Hex(kernel_init_flags_.load())))
+      .Field("flags", absl::StrCat(absl::Hex(reply.flags)));
   iovec amended[2] = {iov[0], {&reply, iov[1].iov_len}};
   const ssize_t sent = ::writev(fd, amended, 2);
   if (options_.uring && !result.uring) {
