@@ -164,7 +164,9 @@ class UnderStoreMetadata {
   // ever looked up, at O(1) amortized cost.
   void Inserted(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t inserts_since_sweep_ ABSL_GUARDED_BY(mu_) = 0;
-  static constexpr int kListThreads = 4;  // Listings for Stat past page 1.
+  // Listings for Stat past their first page at once: a directory waiting
+  // here has its misses beyond that page Stat'ed one by one.
+  static constexpr int kListThreads = 32;
   std::atomic<bool> stopping_{false};
   // Last: destroyed (its listings ended) before what they use.
   std::unique_ptr<ThreadPool> list_pool_;

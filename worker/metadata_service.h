@@ -131,8 +131,12 @@ class MetadataService {
                                                       const Mount& mount,
                                                       uint64_t generation);
   static constexpr int kFillPages = 10;  // Of 1,000 entries.
-  // Directories listed past their first page at once.
-  static constexpr int kListThreads = 4;
+  // Directories listed past their first page at once. A directory waiting
+  // here sends its lookups beyond the first page to the master, so not a
+  // handful: an epoch's start touches as many directories as it has
+  // readers, each for a page or more (the leader used to list inline, one
+  // thread per directory).
+  static constexpr int kListThreads = 32;
   struct DirFlight {
     absl::Notification done;
     // Sorted by path; null when not listed, because of `status` (or OK:
