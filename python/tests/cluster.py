@@ -57,6 +57,15 @@ def flag_value(argv, flag):
     return next(a[len(flag):] for a in argv if a.startswith(flag))
 
 
+def port_taken(log_tail):
+    """Whether a daemon's last words say a port it was given was taken: gRPC's
+    bind error, or the /metrics server's ("cannot serve /metrics on ...
+    (address in use or malformed)", which a port picked by free_port and
+    taken by a parallel test's connection before the daemon bound it gives)."""
+    t = log_tail.lower()
+    return "address already in use" in t or "(address in use" in t
+
+
 class Daemon:
     def __init__(self, argv, log, ready):
         self.argv, self.log, self.ready = argv, log, ready
@@ -89,7 +98,7 @@ class Daemon:
                     return
             if self.proc.poll() is not None:
                 tail = self.tail()
-                kind = PortTaken if "Address already in use" in tail else RuntimeError
+                kind = PortTaken if port_taken(tail) else RuntimeError
                 raise kind("%s exited at start-up:\n%s" % (self.argv[1], tail))
             time.sleep(0.02)
         raise RuntimeError("%s did not start:\n%s" % (self.argv[1], self.tail()))

@@ -17,13 +17,21 @@ except ImportError:
     numpy = None
 
 import larder
-from cluster import Cluster, free_port
+from cluster import Cluster, free_port, port_taken
 from conftest import BIG
 
 
 @pytest.fixture(scope="module")
 def client(cluster):
     return larder.Client(cluster.master)
+
+
+def test_a_taken_port_is_told_from_other_start_up_failures():
+    # gRPC's bind error and the /metrics server's: both get fresh ports.
+    assert port_taken("E1127 bind: Address already in use (98)")
+    assert port_taken("larder worker: UNAVAILABLE: cannot serve /metrics on "
+                      "127.0.0.1:40679 (address in use or malformed)")
+    assert not port_taken("larder worker: INVALID_ARGUMENT: bad --ram")
 
 
 def test_read_open_and_read_many_are_byte_exact(client, dataset):
