@@ -95,6 +95,10 @@ class UnderStoreMetadata {
   }
   // Forgets the store of an unmounted path.
   void DropStore(const std::string& path) { stores_.Drop(path); }
+  void SetStoreForTesting(const v1::MountEntry& mount,
+                          std::shared_ptr<UnderStore> store) {
+    stores_.SetForTesting(mount, std::move(store));
+  }
 
  private:
   template <typename T>

@@ -135,4 +135,11 @@ void MountStores::Drop(const std::string& path) {
   stores_.erase(path);
 }
 
+void MountStores::SetForTesting(const v1::MountEntry& mount,
+                                std::shared_ptr<UnderStore> store) {
+  absl::MutexLock lock(&mu_);
+  stores_[mount.path()] =
+      Opened{mount.uri(), mount.credentials(), std::move(store)};
+}
+
 }  // namespace larder

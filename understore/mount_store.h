@@ -68,6 +68,10 @@ class MountStores {
   absl::StatusOr<std::shared_ptr<UnderStore>> Get(const v1::MountEntry& mount);
   // Forgets the store of the mount at `path` (unmounted).
   void Drop(const std::string& path);
+  // Makes `store` the store of `mount` until its URI or credentials change
+  // (tests: a store that misbehaves on cue).
+  void SetForTesting(const v1::MountEntry& mount,
+                     std::shared_ptr<UnderStore> store);
 
  private:
   struct Opened {
