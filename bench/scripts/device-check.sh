@@ -13,9 +13,8 @@
 # of the cores and everything else on the lower half, as a store elsewhere
 # would. Steps, in the order of what they decide:
 #
-#   1. warm small files through FUSE, 16 readers: the default daemon (4
-#      channel threads, a pool for requests that wait), then 32 channel
-#      threads (the default before the pool);
+#   1. warm small files through FUSE, 16 readers: the default daemon
+#      (/dev/fuse), then FUSE over io_uring (enable_uring turned on);
 #   2. the first epoch through the 25 ms front: plain GETs at 8-128 in
 #      flight, FUSE shuffled and walking, `larder load` (with the fetches the
 #      worker kept in flight), a cold 1 GiB shard and the trace of a cold
@@ -48,7 +47,12 @@ log "machine: $cores cores, $(awk '/MemTotal/ {print int($2 / 1048576)}' /proc/m
   "kernel $(uname -r); store on ${pin[*]:-the same cores}, $stores s3rver process(es)"
 
 if want 1; then
-  for flags in "" "--fuse_channel_threads=32"; do
+  # FUSE over io_uring needs the module's switch (root; it changes nothing for
+  # daemons that do not ask for it).
+  uring=/sys/module/fuse/parameters/enable_uring
+  [ -w "$uring" ] && echo Y >"$uring" 2>/dev/null
+  log "enable_uring: $(cat "$uring" 2>/dev/null || echo absent)"
+  for flags in "" "--fuse_channel=uring"; do
     log "1. small_files_bench --readers=16 ${flags:-(default daemon)}"
     timeout 60 $run small_files_bench --rounds=5 --readers=16 ${flags:+--fuse_flags=$flags} 2>&1 | quiet
   done
