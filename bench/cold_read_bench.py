@@ -138,7 +138,8 @@ class Bench:
                                   stats_file=os.path.join(self.workdir, "front.json"),
                                   python=PYTHON, stderr=open(self.log("front.log"), "ab"),
                                   preexec_fn=benchlib.on_cpus(self.store_cpus),
-                                  request_log=getattr(self.args, "request_log", "") or None)
+                                  request_log=getattr(self.args, "request_log", "") or None,
+                                  later_page_ms=getattr(self.args, "later_page_ms", 0))
         self.proxy.start()
         self.procs.defer(self.proxy.stop)
 

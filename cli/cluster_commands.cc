@@ -346,8 +346,11 @@ class LoadProgress {
     const char* end = tty_ ? (final ? "\n" : "   ") : "\n";
     const char* start = tty_ ? "\r" : "";
     if (!s.listing_done()) {
-      std::fprintf(stderr, "%slisting %s ...%s", start, s.path().c_str(),
-                   tty_ ? "" : "\n");
+      // Loading starts with the first page: what is listed so far.
+      std::fprintf(stderr, "%slisting %s ... %llu files, %s loaded%s", start,
+                   s.path().c_str(),
+                   static_cast<unsigned long long>(s.files_total()),
+                   FormatBytes(s.bytes_done()).c_str(), tty_ ? "" : "\n");
       return;
     }
     const double total =

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -18,6 +20,21 @@ namespace {
 
 constexpr size_t kBatchBlocks = 16;  // Blocks per CacheBlocks call.
 constexpr int kInFlightPerWorker = 8;
+// Entries of a load's first listing page, and of each page after it: the
+// first is small so that fetching starts after one short listing request
+// (a store's page of 1,000 keys can take a few hundred ms), the rest are
+// listed while the first pages' blocks are fetched.
+constexpr size_t kLoadFirstPageEntries = 100;
+constexpr size_t kLoadPageEntries = 1000;
+
+// The request for the first page of a load's listing of `path`.
+v1::ListRequest FirstPageOf(const std::string& path) {
+  v1::ListRequest req;
+  req.set_path(path);
+  req.set_recursive(true);
+  req.set_page_size(kLoadFirstPageEntries);
+  return req;
+}
 // A batch whose worker is slow or unreachable (restarting, out of memory,
 // briefly partitioned) is retried for 8 to 16 s (backoff ceilings 0.25, 0.5,
 // 1, 2, 4, 4, 4 s, equal jitter) before its blocks count as failed; a rerun
@@ -158,7 +175,14 @@ WorkerClient& LoadJobs::ClientFor(const std::string& address) {
 }
 
 absl::StatusOr<v1::LoadStatus> LoadJobs::Start(const std::string& path) {
-  LARDER_ASSIGN_OR_RETURN(v1::StatResponse root, metadata_->Stat(path));
+  // The first page of the job's listing is asked for beside the Stat (a
+  // directory's Stat takes the store two round trips), so the job finds it
+  // in the metadata cache. For a file it is one wasted listing request.
+  std::thread first_page(
+      [&] { metadata_->List(FirstPageOf(path)).IgnoreError(); });
+  absl::StatusOr<v1::StatResponse> stat = metadata_->Stat(path);
+  first_page.join();
+  LARDER_ASSIGN_OR_RETURN(v1::StatResponse root, std::move(stat));
   v1::LoadStatus status;
   {
     absl::MutexLock lock(&mu_);
@@ -216,34 +240,7 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
         .Field("job", outcome.job_id())
         .Field("status", st);
   };
-  // 1. The files, with their versions (from the listing: one version per
-  //    file, so a file replaced mid-load is loaded whole at one version).
-  std::vector<v1::ObjectInfo> files;
-  if (!root.info().is_dir()) {
-    files.push_back(root.info());
-  } else {
-    v1::ListRequest req;
-    req.set_path(root.info().path());
-    req.set_recursive(true);
-    do {
-      absl::StatusOr<v1::ListResponse> page = metadata_->List(req);
-      if (!page.ok()) return fail(page.status());
-      for (const auto& e : page->entries()) {
-        if (!e.is_dir()) files.push_back(e);
-      }
-      req.set_page_token(page->next_page_token());
-    } while (!req.page_token().empty() && !stopping_);
-  }
-  uint64_t total = 0;
-  for (const auto& f : files) total += f.size();
-  {
-    absl::MutexLock l(&job->mu);
-    job->status.set_listing_done(true);
-    job->status.set_files_total(files.size());
-    job->status.set_bytes_total(total);
-  }
-
-  // 2. Blocks grouped by owner on the current ring.
+  // Blocks go to their owners on the ring as it is now.
   // (Named, not a structured binding: lambdas below capture `workers`.)
   auto snapshot = membership_->Snapshot();
   const auto& ring = snapshot.first;
@@ -251,88 +248,163 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
   if (ring.empty()) return fail(absl::UnavailableError("no live workers"));
   const std::string& mount = root.mount();
   const uint64_t block_size = root.block_size();
+
+  // The listing (this thread) hands each page's blocks to the batches of
+  // their owners as the page comes; each worker's runners (kInFlightPerWorker
+  // threads of the pool) send its batches. So fetching starts after the
+  // first page, not after the whole listing, and every worker has its own
+  // batches in flight whatever the order of the pages.
   struct Item {
     BlockId id;
     size_t file;
   };
-  std::vector<std::vector<Item>> per_worker(workers.size());
-  std::vector<uint64_t> blocks_left(files.size(), 0);
-  for (size_t i = 0; i < files.size(); ++i) {
-    const auto& f = files[i];
-    std::string rel =
-        f.path().size() > mount.size() ? f.path().substr(mount.size() + 1) : "";
-    const uint64_t n = BlockCount(f.size(), block_size);
-    blocks_left[i] = n;
-    for (uint64_t b = 0; b < n; ++b) {
-      BlockId id{mount, rel, f.version(), b, block_size, f.size()};
-      per_worker[ring.Owner(id.Placement())].push_back({std::move(id), i});
-    }
-  }
-  {
-    uint64_t blocks = 0;
-    for (const auto& v : per_worker) blocks += v.size();
-    absl::MutexLock l(&job->mu);
-    job->status.set_blocks_total(blocks);
-  }
-  absl::Mutex progress_mu;
+  struct WorkerQueue {
+    std::deque<std::vector<Item>> batches;
+    const bool* listed;
+    bool Ready() const { return !batches.empty() || *listed; }
+  };
+  absl::Mutex mu;
+  bool listed = false;               // The listing ended (or stopped).
+  std::deque<uint64_t> blocks_left;  // Per file listed.
+  std::vector<WorkerQueue> queues(workers.size(), WorkerQueue{{}, &listed});
   int files_done = 0;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (blocks_left[i] == 0) ++files_done;  // Empty files.
-  }
-
-  // 3. Batches, several in flight per worker.
   std::vector<std::atomic<bool>> unreachable(workers.size());  // All false.
+
+  auto send = [&](size_t w, const std::vector<Item>& batch) {
+    std::vector<BlockId> ids;
+    ids.reserve(batch.size());
+    for (const Item& item : batch) ids.push_back(item.id);
+    // A worker that already made one batch run out of retries gets one
+    // attempt per batch until it answers again: a worker that stays away
+    // costs the load one retry period, not one per batch.
+    RetryOptions retry = kBatchRetry;
+    if (unreachable[w]) retry.max_attempts = 1;
+    int attempts = 0;
+    absl::Status st =
+        RetryWithBackoff(retry, "load.batch", [&]() -> absl::Status {
+          if (stopping_) return absl::CancelledError("load stopped");
+          if (attempts++ > 0) {
+            absl::MutexLock l(&job->mu);
+            job->status.set_batch_retries(job->status.batch_retries() + 1);
+          }
+          return ClientFor(workers[w].address())
+              .CacheBlocks(ids, /*wait=*/true, kBatchTimeout);
+        });
+    unreachable[w] = IsRetryable(st);
+    absl::MutexLock l(&mu);
+    uint64_t bytes = 0;
+    for (const Item& item : batch) {
+      bytes += item.id.length();
+      if (--blocks_left[item.file] == 0) ++files_done;
+    }
+    absl::MutexLock jl(&job->mu);
+    if (st.ok()) {
+      job->status.set_bytes_done(job->status.bytes_done() + bytes);
+    } else {
+      job->status.set_blocks_failed(job->status.blocks_failed() + batch.size());
+      job->status.set_last_error(
+          absl::StrCat(workers[w].id(), ": ", st.message()));
+    }
+    job->status.set_files_done(files_done);
+  };
+
+  absl::Status listing;
   {
     ThreadPool pool(static_cast<int>(workers.size()) * kInFlightPerWorker,
                     "larder-load");
     for (size_t w = 0; w < workers.size(); ++w) {
-      for (size_t start = 0; start < per_worker[w].size();
-           start += kBatchBlocks) {
-        pool.Schedule([&, w, start] {
-          if (stopping_) return;
-          const size_t end =
-              std::min(per_worker[w].size(), start + kBatchBlocks);
-          std::vector<BlockId> ids;
-          for (size_t k = start; k < end; ++k)
-            ids.push_back(per_worker[w][k].id);
-          // A worker that already made one batch run out of retries gets
-          // one attempt per batch until it answers again: a worker that
-          // stays away costs the load one retry period, not one per batch.
-          RetryOptions retry = kBatchRetry;
-          if (unreachable[w]) retry.max_attempts = 1;
-          int attempts = 0;
-          absl::Status st =
-              RetryWithBackoff(retry, "load.batch", [&]() -> absl::Status {
-                if (stopping_) return absl::CancelledError("load stopped");
-                if (attempts++ > 0) {
-                  absl::MutexLock l(&job->mu);
-                  job->status.set_batch_retries(job->status.batch_retries() +
-                                                1);
-                }
-                return ClientFor(workers[w].address())
-                    .CacheBlocks(ids, /*wait=*/true, kBatchTimeout);
-              });
-          unreachable[w] = IsRetryable(st);
-          absl::MutexLock pl(&progress_mu);
-          uint64_t bytes = 0;
-          for (size_t k = start; k < end; ++k) {
-            bytes += per_worker[w][k].id.length();
-            if (--blocks_left[per_worker[w][k].file] == 0) ++files_done;
+      for (int r = 0; r < kInFlightPerWorker; ++r) {
+        pool.Schedule([&, w] {
+          for (;;) {
+            std::vector<Item> batch;
+            {
+              absl::MutexLock l(&mu);
+              mu.Await(absl::Condition(&queues[w], &WorkerQueue::Ready));
+              if (queues[w].batches.empty() || stopping_) return;
+              batch = std::move(queues[w].batches.front());
+              queues[w].batches.pop_front();
+            }
+            send(w, batch);
           }
-          absl::MutexLock l(&job->mu);
-          if (st.ok()) {
-            job->status.set_bytes_done(job->status.bytes_done() + bytes);
-          } else {
-            job->status.set_blocks_failed(job->status.blocks_failed() +
-                                          (end - start));
-            job->status.set_last_error(
-                absl::StrCat(workers[w].id(), ": ", st.message()));
-          }
-          job->status.set_files_done(files_done);
         });
       }
     }
-  }
+
+    // The listing: one version per file (from its page), so a file
+    // replaced mid-load is loaded whole at one version.
+    std::vector<std::vector<Item>> pending(workers.size());
+    uint64_t files_total = 0, bytes_total = 0, blocks_total = 0;
+    auto add = [&](const v1::ObjectInfo& f) {
+      const std::string rel = f.path().size() > mount.size()
+                                  ? f.path().substr(mount.size() + 1)
+                                  : "";
+      const uint64_t n = BlockCount(f.size(), block_size);
+      size_t index;
+      {
+        absl::MutexLock l(&mu);
+        index = blocks_left.size();
+        blocks_left.push_back(n);
+        if (n == 0) ++files_done;  // Empty files.
+      }
+      for (uint64_t b = 0; b < n; ++b) {
+        BlockId id{mount, rel, f.version(), b, block_size, f.size()};
+        pending[ring.Owner(id.Placement())].push_back({std::move(id), index});
+      }
+      ++files_total;
+      bytes_total += f.size();
+      blocks_total += n;
+    };
+    // Whole batches to the runners (and, with `all`, the rest too).
+    auto dispatch = [&](bool all) {
+      absl::MutexLock l(&mu);
+      for (size_t w = 0; w < workers.size(); ++w) {
+        std::vector<Item>& p = pending[w];
+        size_t at = 0;
+        while (p.size() - at >= kBatchBlocks || (all && at < p.size())) {
+          const size_t end = std::min(p.size(), at + kBatchBlocks);
+          queues[w].batches.emplace_back(
+              std::make_move_iterator(p.begin() + at),
+              std::make_move_iterator(p.begin() + end));
+          at = end;
+        }
+        p.erase(p.begin(), p.begin() + at);
+      }
+    };
+    auto publish = [&] {
+      absl::MutexLock l(&job->mu);
+      job->status.set_files_total(files_total);
+      job->status.set_bytes_total(bytes_total);
+      job->status.set_blocks_total(blocks_total);
+    };
+    if (!root.info().is_dir()) {
+      add(root.info());
+    } else {
+      v1::ListRequest req = FirstPageOf(root.info().path());
+      do {
+        absl::StatusOr<v1::ListResponse> page = metadata_->List(req);
+        if (!page.ok()) {
+          listing = page.status();
+          break;
+        }
+        for (const auto& e : page->entries()) {
+          if (!e.is_dir()) add(e);
+        }
+        dispatch(/*all=*/false);
+        publish();
+        req.set_page_token(page->next_page_token());
+        req.set_page_size(kLoadPageEntries);
+      } while (!req.page_token().empty() && !stopping_);
+    }
+    dispatch(/*all=*/true);
+    publish();
+    {
+      absl::MutexLock l(&mu);
+      listed = true;
+    }
+    absl::MutexLock jl(&job->mu);
+    job->status.set_listing_done(true);
+  }  // Waits for the runners.
+  if (!listing.ok()) return fail(listing);
   // Stopped (shutdown, or no longer the leader): the record stays "running"
   // for the next leader to resume.
   if (stopping_) return;

@@ -30,18 +30,21 @@ DIRS = 4
 READERS = 8
 
 
-@pytest.fixture(scope="module")
-def bench():
+def started_bench(prefix, **overrides):
+    """A Bench (store, front, cluster, mount) with the given arguments;
+    stopped and removed when the generator ends."""
     if os.geteuid() != 0:
         pytest.skip("needs root (FUSE)")
-    args = argparse.Namespace(
+    fields = dict(
         files=FILES, file_kib=100, dirs=DIRS, readers=READERS, parallel=[READERS],
         shard_mib=0, rounds=1, first_byte_ms=25, rate_mbps=80, s3rvers=1,
         loader_workers=0, batch=0, lookahead=0, worker_flags="", fuse_flags="",
         keep=False)
-    workdir = tempfile.mkdtemp(prefix="larder-coldtest.")
+    workdir = tempfile.mkdtemp(prefix=prefix)
     os.makedirs(os.path.join(workdir, "logs"))
-    b = Bench(args, workdir)
+    fields.update({k: v.replace("{workdir}", workdir) if isinstance(v, str) else v
+                   for k, v in overrides.items()})
+    b = Bench(argparse.Namespace(**fields), workdir)
     try:
         b.start_store()
         b.start_larder()
@@ -49,6 +52,11 @@ def bench():
     finally:
         b.procs.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def bench():
+    yield from started_bench("larder-coldtest.")
 
 
 def test_a_cold_epoch_costs_one_get_per_file_and_keeps_up_with_plain_gets(bench):
@@ -73,3 +81,4 @@ def test_a_cold_epoch_costs_one_get_per_file_and_keeps_up_with_plain_gets(bench)
     # The rate: at least 60% of 8 plain GETs in flight.
     assert FILES / fuse_s >= 0.6 * FILES / plain_s, (
         f"Larder {FILES / fuse_s:.0f} files/s, plain GETs {FILES / plain_s:.0f}")
+

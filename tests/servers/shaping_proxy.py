@@ -6,6 +6,7 @@
 #   shaping_proxy.py --upstream HOST:PORT[,HOST:PORT...] [--listen PORT]
 #                    [--first_byte_ms 25] [--rate_mbps 80] [--stats_file FILE]
 #                    [--bind 127.0.0.1] [--request_log FILE]
+#                    [--later_page_ms 0]
 #
 # It accepts on 127.0.0.1:PORT (0: the kernel picks; either way it prints one
 # line "listening on 127.0.0.1:PORT" on stdout once it accepts) and forwards
@@ -23,6 +24,9 @@
 #       any response share one delay.
 #   --rate_mbps  MB/s (10^6 bytes/s) per connection and per direction, a token
 #       bucket one buffer (256 KiB) deep; 0 = unlimited.
+#   --later_page_ms  for tests of what waits on a listing: the answer to a
+#       request for a listing's later page (a target with S3's
+#       "continuation-token=" or Azure's "marker=") waits this much longer.
 #
 # Counters: connections, exchanges (delays applied), responses by status code
 # (read from the first line of each response), bytes each way, and requests by
@@ -41,7 +45,8 @@
 # the connection's number (1, 2, ... in the order accepted), the method, the
 # target (at most 160 characters) and the status (an "HTTP/1.1 100 Continue"
 # takes its request's line; the final answer then has none). For finding
-# where a run's time goes: which requests wait on which.
+# where a run's time goes: which requests wait on which. The log is flushed on
+# SIGUSR1 (with the counters) and on exit.
 #
 # Threads, two per connection, recv_into/sendall on 256 KiB buffers. On the
 # 2-core VM (shared, load ~7) it carried 1.5-2.6 GB/s aggregate at rate 0 over
@@ -55,12 +60,16 @@ import argparse
 import collections
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+# A request for a listing's later page (--later_page_ms).
+LATER_PAGE = re.compile(r"[?&](continuation-token|marker)=")
 
 BUF = 256 * 1024
 MAX_HEAD = 64 * 1024
@@ -268,13 +277,14 @@ class Connection:
         self.done = 0
         self.lock = threading.Lock()
         self.number = 0  # Set by serve().
-        # With --request_log: (arrival, method, target) of requests not yet
-        # answered, in order (HTTP/1.1 answers them in order).
+        # With --request_log or --later_page_ms: (arrival, method, target)
+        # of requests not yet answered, in order (HTTP/1.1 answers them in
+        # order).
         self.pending = collections.deque()
 
     def on_request(self, method, target, has_range):
         self.proxy.stats.request(method, target, has_range)
-        if self.proxy.request_log is not None:
+        if self.proxy.request_log is not None or self.proxy.later_page > 0:
             self.pending.append((time.monotonic(), method, target))
 
     def run(self, upstream_addr):
@@ -374,10 +384,15 @@ class Connection:
                     if n >= 12 and buf[:5] == b"HTTP/":
                         status = bytes(buf[9:12]).decode("latin-1")
                     p.stats.response(status)
-                    if p.request_log is not None and self.pending:
-                        p.log_exchange(self, self.pending.popleft(), status)
-                    if p.first_byte > 0:
-                        time.sleep(p.first_byte)
+                    delay = p.first_byte
+                    if self.pending:
+                        request = self.pending.popleft()
+                        if p.request_log is not None:
+                            p.log_exchange(self, request, status)
+                        if p.later_page > 0 and LATER_PAGE.search(request[2]):
+                            delay += p.later_page
+                    if delay > 0:
+                        time.sleep(delay)
                     pacer.reset()
                 chunk = view[:n]
                 pacer.wait(n)
@@ -398,6 +413,7 @@ class Proxy:
             self.upstreams.append((host or "127.0.0.1", int(port)))
         self.next_upstream = 0  # Round robin; taken by serve() alone.
         self.first_byte = args.first_byte_ms / 1000.0
+        self.later_page = args.later_page_ms / 1000.0
         self.rate = args.rate_mbps * 1e6
         self.stats = Stats()
         self.conns = set()
@@ -483,6 +499,8 @@ def main(argv=None):
     ap.add_argument("--stats_file", default="")
     ap.add_argument("--request_log", default="",
                     help="one line per exchange (see the header)")
+    ap.add_argument("--later_page_ms", type=float, default=0.0,
+                    help="extra wait for the answers to a listing's later pages")
     args = ap.parse_args(argv)
 
     # The signals are taken by sigwait in the main thread; every thread started
@@ -495,6 +513,9 @@ def main(argv=None):
     while True:
         sig = signal.sigwait(sigs)
         if sig == signal.SIGUSR1:
+            if proxy.request_log is not None:
+                with proxy.log_lock:
+                    proxy.request_log.flush()
             proxy.write_stats(final=False)
             continue
         break
@@ -515,7 +536,7 @@ class ShapingProxy:
 
     def __init__(self, upstream, first_byte_ms=25, rate_mbps=80,
                  stats_file=None, python=None, stderr=None, script=None,
-                 preexec_fn=None, request_log=None):
+                 preexec_fn=None, request_log=None, later_page_ms=0):
         self.upstream = upstream
         self.script = script or os.path.abspath(__file__)
         self.first_byte_ms = first_byte_ms
@@ -525,6 +546,7 @@ class ShapingProxy:
         self.stderr = stderr
         self.preexec_fn = preexec_fn  # For the subprocess (e.g. its cores).
         self.request_log = request_log
+        self.later_page_ms = later_page_ms
         self.proc = None
         self.port = None
 
@@ -540,7 +562,8 @@ class ShapingProxy:
              self.upstream, "--first_byte_ms", str(self.first_byte_ms),
              "--rate_mbps", str(self.rate_mbps), "--stats_file",
              self.stats_file] +
-            (["--request_log", self.request_log] if self.request_log else []),
+            (["--request_log", self.request_log] if self.request_log else []) +
+            (["--later_page_ms", str(self.later_page_ms)] if self.later_page_ms else []),
             stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             preexec_fn=self.preexec_fn)
         line = self.proc.stdout.readline()
