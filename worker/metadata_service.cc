@@ -230,6 +230,8 @@ void MetadataService::Finish(
     }
     dir_flights_.erase(dir);
   }
+  metrics_->metadata_entries.Set(
+      static_cast<double>(cache_.counters().entries));
   // `done` first: a waiter woken by `first_page` then finds it.
   flight.done.Notify();
   if (!flight.first_page.HasBeenNotified()) flight.first_page.Notify();
