@@ -91,6 +91,7 @@ master, path, kind, workers, batch, lookahead = sys.argv[1:7]
 client = larder.Client(master)
 t = time.monotonic()
 ds = LarderMapDataset.from_prefix(path, client=client)
+listed = time.monotonic() - t
 sampler = torch.utils.data.RandomSampler(ds)
 if kind == "prefetch":
     kw = {"lookahead": int(lookahead)} if int(lookahead) else {}
@@ -102,7 +103,7 @@ n = nbytes = 0
 for got in dl:
     nbytes += got
 n = len(ds)
-print(n, nbytes, time.monotonic() - t)
+print(n, nbytes, time.monotonic() - t, listed)
 """
 
 
@@ -364,7 +365,12 @@ def run_round(b, rows, out):
                                capture_output=True, text=True, env=env, timeout=600)
             if r.returncode != 0:
                 raise RuntimeError(f"loader {kind}: {r.stderr[-2000:]}")
-            n, nbytes, seconds = r.stdout.split()
+            n, nbytes, seconds, listed = r.stdout.split()
+            # The row's time is the dataset's listing and the epoch; the
+            # note says what the listing took (once per job, not per epoch).
+            epoch = float(seconds) - float(listed)
+            b.notes.append(f"{kind}: listing the set {1e3 * float(listed):.0f} ms, "
+                           f"then the epoch {int(n) / epoch:.1f} files/s")
             return int(n), int(nbytes), float(seconds)
 
         rnd[kind] = b.measure(loader)
