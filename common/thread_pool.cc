@@ -33,9 +33,14 @@ void ThreadPool::Schedule(std::function<void()> task) {
   queue_.push_back(std::move(task));
 }
 
+void ThreadPool::ScheduleUrgent(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  urgent_.push_back(std::move(task));
+}
+
 size_t ThreadPool::queued() const {
   absl::MutexLock lock(&mu_);
-  return queue_.size();
+  return queue_.size() + urgent_.size();
 }
 
 void ThreadPool::Loop() {
@@ -45,12 +50,13 @@ void ThreadPool::Loop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
+            return p->stopping_ || !p->queue_.empty() || !p->urgent_.empty();
           },
           this));
-      if (queue_.empty()) return;  // Stopping and drained.
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      std::deque<std::function<void()>>& q = urgent_.empty() ? queue_ : urgent_;
+      if (q.empty()) return;  // Stopping and drained.
+      task = std::move(q.front());
+      q.pop_front();
     }
     task();
   }

@@ -33,6 +33,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   void Schedule(std::function<void()> task);
+  // Queued ahead of every task that Schedule queued (in order among
+  // themselves): work someone waits for before work done ahead of need.
+  void ScheduleUrgent(std::function<void()> task);
   // Tasks queued and not yet started.
   size_t queued() const;
   int threads() const { return static_cast<int>(threads_.size()); }
@@ -42,6 +45,7 @@ class ThreadPool {
 
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> urgent_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
   const std::string name_;

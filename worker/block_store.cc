@@ -185,13 +185,40 @@ absl::StatusOr<BlockRead> BlockStore::Get(
   }
   bool started = false;
   std::shared_ptr<Flight> flight = Join(id, &started);
-  if (started) {
-    fetch_pool_->Schedule([this, id, flight] { RunFetch(id, flight); });
-  }
+  // A prefetch's wait (count_hit false: a load) serves no reader.
+  QueueFetch(id, flight, started, /*urgent=*/count_hit);
   return Await(flight, id, deadline, cancelled);
 }
 
+void BlockStore::QueueFetch(const BlockId& id,
+                            const std::shared_ptr<Flight>& flight, bool started,
+                            bool urgent) {
+  if (!started) {
+    // Joined: a flight done at once (a stalled or shut-down answer, a block
+    // RAM got meanwhile) or in flights_, queued or running. Queued only as a
+    // prefetch: queue it once more, ahead.
+    if (!urgent || flight->done.HasBeenNotified() || flight->claimed ||
+        flight->urgent.exchange(true))
+      return;
+  } else if (urgent) {
+    flight->urgent = true;
+  }
+  auto task = [this, id, flight] {
+    if (!flight->claimed.exchange(true)) RunFetch(id, flight);
+  };
+  if (urgent) {
+    fetch_pool_->ScheduleUrgent(std::move(task));
+  } else {
+    fetch_pool_->Schedule(std::move(task));
+  }
+}
+
 std::shared_ptr<BlockStore::Flight> BlockStore::StartFetch(const BlockId& id) {
+  return StartFetch(id, /*urgent=*/true);
+}
+
+std::shared_ptr<BlockStore::Flight> BlockStore::StartFetch(const BlockId& id,
+                                                           bool urgent) {
   if (!id.Validate().ok()) return nullptr;
   {
     absl::MutexLock lock(&mu_);
@@ -199,8 +226,7 @@ std::shared_ptr<BlockStore::Flight> BlockStore::StartFetch(const BlockId& id) {
   }
   bool started = false;
   std::shared_ptr<Flight> flight = Join(id, &started);
-  if (started)
-    fetch_pool_->Schedule([this, id, flight] { RunFetch(id, flight); });
+  QueueFetch(id, flight, started, urgent);
   return flight;
 }
 
@@ -230,7 +256,9 @@ std::shared_ptr<const Block> BlockStore::TryGetCached(const BlockId& id) {
   return b;
 }
 
-void BlockStore::Prefetch(const BlockId& id) { StartFetch(id); }
+void BlockStore::Prefetch(const BlockId& id) {
+  StartFetch(id, /*urgent=*/false);
+}
 
 void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
   Touch();

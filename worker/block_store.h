@@ -140,13 +140,24 @@ class BlockStore {
   // Never blocks on I/O: RPC threads use it before handing a miss to Get.
   std::shared_ptr<const Block> TryGetCached(const BlockId& id);
 
-  // Starts fetching a block if it is not cached; returns at once.
+  // Fetch tasks queued, not yet running (a flight moved ahead of the
+  // prefetches counts twice until one of its tasks runs).
+  size_t QueuedFetches() const { return fetch_pool_->queued(); }
+
+  // Starts fetching a block if it is not cached; returns at once. Fetches
+  // for readers that wait (Get, StartFetch) go ahead of queued prefetches,
+  // and a reader that waits for a block still queued as a prefetch moves it
+  // ahead too: prefetching never makes a reader wait longer.
   void Prefetch(const BlockId& id);
 
   // A fetch in flight, which holds its block once done.
   struct Flight {
     absl::Notification done;
     absl::StatusOr<BlockRead> result = absl::UnknownError("not finished");
+    // Set by the task that runs the fetch (a flight may be queued twice:
+    // as a prefetch, then ahead of the prefetches for a reader).
+    std::atomic<bool> claimed{false};
+    std::atomic<bool> urgent{false};  // Queued ahead of the prefetches.
   };
   // Starts fetching a block that is not in RAM (or joins the fetch in
   // flight) and returns it; nullptr when RAM holds the block (or `id` is
@@ -226,6 +237,12 @@ class BlockStore {
   void NoteReread(const std::shared_ptr<const Block>& block, absl::Time now);
   // Finds or starts the flight of `id`.
   std::shared_ptr<Flight> Join(const BlockId& id, bool* started);
+  // Queues the fetch of a flight this caller started (`started`), ahead of
+  // the prefetches when a reader waits for it (`urgent`); a reader that
+  // joined a flight still queued as a prefetch queues it again, ahead.
+  void QueueFetch(const BlockId& id, const std::shared_ptr<Flight>& flight,
+                  bool started, bool urgent);
+  std::shared_ptr<Flight> StartFetch(const BlockId& id, bool urgent);
   void RunFetch(BlockId id, std::shared_ptr<Flight> flight);
   absl::StatusOr<BlockRead> Load(const BlockId& id);
   // The memfd the blocks of id's object live in (created on first use);

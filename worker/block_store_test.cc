@@ -99,6 +99,38 @@ TEST_F(BlockStoreTest, HundredConcurrentReadsOfOneMissingBlockFetchOnce) {
   EXPECT_EQ(metrics_.single_flight_joins.Value(), 99);
 }
 
+// With every fetch thread busy, a reader's fetch goes ahead of the queued
+// prefetches, and so does a prefetch a reader now waits for; the other
+// prefetches follow in their order.
+TEST_F(BlockStoreTest, ReadersFetchesGoAheadOfQueuedPrefetches) {
+  for (const char* p : {"a", "b", "c", "d", "e"})
+    store_->Put(p, Pattern(1000, 7));
+  BlockStoreOptions o;
+  o.fetch_threads = 1;
+  auto bs = Make(o);
+  store_->CloseGate();
+  bs->Prefetch(Id("a", 0));  // Runs, and waits at the gate.
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 1; },
+                               absl::Seconds(10)));
+  for (const char* p : {"b", "c", "d"}) bs->Prefetch(Id(p, 0));
+  std::vector<std::thread> readers;
+  readers.emplace_back([&] { EXPECT_TRUE(bs->Get(Id("d", 0)).ok()); });
+  ASSERT_TRUE(testing::WaitFor([&] { return bs->QueuedFetches() == 4; },
+                               absl::Seconds(10)));
+  readers.emplace_back([&] { EXPECT_TRUE(bs->Get(Id("e", 0)).ok()); });
+  ASSERT_TRUE(testing::WaitFor([&] { return bs->QueuedFetches() == 5; },
+                               absl::Seconds(10)));
+  store_->OpenGate();
+  for (auto& t : readers) t.join();
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->reads() == 5; },
+                               absl::Seconds(10)));
+  ASSERT_TRUE(testing::WaitFor([&] { return bs->QueuedFetches() == 0; },
+                               absl::Seconds(10)));
+  EXPECT_THAT(store_->read_order(),
+              ::testing::ElementsAre("a", "d", "e", "b", "c"));
+  EXPECT_EQ(store_->reads(), 5);  // d's second task found it fetched.
+}
+
 TEST_F(BlockStoreTest, FailedFetchReachesEveryWaiterAndLeavesNothing) {
   store_->Put("obj", Pattern(5000, 4));
   auto bs = Make();

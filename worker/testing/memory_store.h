@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -48,6 +49,11 @@ class MemoryStore : public UnderStore {
     gate_open_ = true;
   }
   int reads() const { return reads_.load(); }
+  // The paths of the ReadRange calls that passed the gate, in order.
+  std::vector<std::string> read_order() {
+    absl::MutexLock lock(&mu_);
+    return read_order_;
+  }
   // ReadRange calls that are blocked at the gate right now.
   int waiting() const { return waiting_.load(); }
 
@@ -83,6 +89,7 @@ class MemoryStore : public UnderStore {
     if (!expected_version.empty() && it->second.version != expected_version) {
       return absl::FailedPreconditionError("changed");
     }
+    read_order_.push_back(std::string(path));
     const std::string& d = it->second.data;
     if (offset > d.size()) return absl::OutOfRangeError("beyond");
     if (object_size != nullptr) *object_size = d.size();
@@ -101,6 +108,7 @@ class MemoryStore : public UnderStore {
   int next_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
   bool gate_open_ ABSL_GUARDED_BY(mu_) = true;
+  std::vector<std::string> read_order_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> reads_{0};
   std::atomic<int> waiting_{0};
 };
