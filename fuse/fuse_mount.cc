@@ -368,10 +368,11 @@ absl::Status FuseMount::Fs::Mount() {
     }
   }
   // fusermount3's auto_unmount leaves the mount of a daemon killed with
-  // SIGKILL behind when its requests went through io_uring: a watchdog
-  // process unmounts it (mount_watchdog.h).
-  if (options_.auto_unmount && options_.channel != "classic" &&
-      UringChannel::KernelAllows()) {
+  // SIGKILL behind when its requests went through io_uring, and now and then
+  // through /dev/fuse too once the kernel allows io_uring (seen in CI:
+  // ENOTCONN 10 s after the kill of a classic daemon): a watchdog process
+  // unmounts it (mount_watchdog.h). Where fusermount3 did, it finds nothing.
+  if (options_.auto_unmount) {
     absl::StatusOr<std::unique_ptr<MountWatchdog>> w =
         mounted && absl::StartsWith(mounted->type, "fuse")
             ? MountWatchdog::Start(resolved_mountpoint_, mounted->device)

@@ -6,7 +6,8 @@
 //
 // Unmounts a FUSE daemon's mount when the daemon dies, where fusermount3's
 // auto_unmount does not: with FUSE over io_uring (Linux 6.18), a daemon
-// killed with SIGKILL leaves its mount behind. The kernel ends the
+// killed with SIGKILL leaves its mount behind (and, rarely, one on
+// /dev/fuse does too once the kernel allows io_uring). The kernel ends the
 // connection (every access then fails with ENOTCONN, "Transport endpoint is
 // not connected") but fusermount3 gives up on the mount point it can no
 // longer stat, so the directory stays unusable until an operator runs
