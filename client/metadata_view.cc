@@ -201,11 +201,29 @@ absl::StatusOr<T> MetadataView::FetchOrStale(
     absl::Time now, absl::FunctionRef<absl::StatusOr<T>()> fetch) {
   const bool can_stale =
       stale.has_value() && now - expired < options_.stale_window;
-  absl::StatusOr<T> r =
-      can_stale && MasterDown(now) ? MasterDownError() : fetch();
-  if (r.ok() || !Unreachable(r.status())) return r;
-  // The master answered that the store did not: the master is up.
-  if (!IsStoreError(r.status())) NoteMasterDown(now);
+  std::optional<v1::MountEntry> m = backend_->MountOf(key);
+  const std::string mount = m ? m->path() : std::string();
+  std::optional<absl::Status> down;
+  if (can_stale) {
+    if (MasterDown(now)) {
+      down = MasterDownError();
+    } else if (!mount.empty()) {
+      down = StoreDown(mount, now);
+    }
+  }
+  absl::StatusOr<T> r = down ? absl::StatusOr<T>(*std::move(down)) : fetch();
+  if (r.ok() || !Unreachable(r.status())) {
+    if (!down && !mount.empty()) NoteStoreUp(mount);
+    return r;
+  }
+  if (!down) {
+    // The master answered that the store did not: the master is up.
+    if (!IsStoreError(r.status())) {
+      NoteMasterDown(now);
+    } else if (!mount.empty()) {
+      NoteStoreDown(mount, now, r.status());
+    }
+  }
   if (!can_stale) return r;
   NoteStale(key, r.status());
   return *std::move(stale);
@@ -252,6 +270,37 @@ absl::Status MetadataView::MasterDownError() const {
   return absl::UnavailableError(absl::StrCat(
       "the Larder master at ", options_.master,
       " did not answer within the last second; serving cached metadata"));
+}
+
+std::optional<absl::Status> MetadataView::StoreDown(const std::string& mount,
+                                                    absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = store_down_.find(mount);
+  if (it == store_down_.end() || now >= it->second.until) return std::nullopt;
+  return absl::UnavailableError(absl::StrCat(
+      "the under-store of ", mount, " did not answer (",
+      it->second.why.message(), "); serving cached metadata, asking again in ",
+      absl::FormatDuration(it->second.until - now)));
+}
+
+void MetadataView::NoteStoreDown(const std::string& mount, absl::Time started,
+                                 const absl::Status& why) {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  auto [it, fresh] = store_down_.try_emplace(
+      mount, StoreOutage{absl::InfinitePast(), absl::ZeroDuration(), why});
+  StoreOutage& o = it->second;
+  // A try that began while the pause ran (another caller's, which failed
+  // too) leaves it as it is: concurrent failures double it once.
+  if (!fresh && started < o.until) return;
+  o.pause = fresh ? kStoreDownPause : std::min(2 * o.pause, kStoreDownPauseMax);
+  o.until = now + o.pause;
+  o.why = why;
+}
+
+void MetadataView::NoteStoreUp(const std::string& mount) {
+  absl::MutexLock lock(&mu_);
+  store_down_.erase(mount);
 }
 
 void MetadataView::NoteStale(const std::string& key, const absl::Status& why) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "gtest/gtest.h"
 
 namespace larder {
@@ -21,6 +22,10 @@ class FakeBackend : public MetadataView::Backend {
       const std::string& path) override {
     ++master_stats;
     if (!master_up) return absl::UnavailableError("master down");
+    if (!store_up) {
+      return MarkStoreError(absl::UnavailableError(
+          "HEAD http://127.0.0.1:1/b/a: Couldn't connect to server"));
+    }
     auto it = files.find(path);
     if (it == files.end()) return absl::NotFoundError("no " + path);
     v1::StatResponse r;
@@ -77,6 +82,7 @@ class FakeBackend : public MetadataView::Backend {
   std::map<std::string, uint64_t> files;  // The master's truth.
   std::map<std::string, uint64_t> node;   // What the node's cache answers.
   bool master_up = true;
+  bool store_up = true;  // Else the master says its store did not answer.
   uint64_t ttl_remaining_ms = 0;
   absl::Duration node_ttl = absl::Seconds(30);
   v1::GetInvalidationsResponse invalidations;
@@ -209,6 +215,46 @@ TEST_F(MetadataViewTest, ExpiredAnswersAreServedWhileTheMasterIsDown) {
   // A name never seen fails, named.
   EXPECT_EQ(view.Stat("/m/new").status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// The master is up but its store is not (each try costs the store's
+// retries there): after one failed try the mount's expired entries are
+// served without asking, for a pause that doubles while the store stays
+// down and ends at its first answer.
+TEST_F(MetadataViewTest,
+       ExpiredAnswersAreServedWithoutAskingWhileTheStoreIsDown) {
+  backend_.files = {{"/m/a", 1}, {"/m/b", 2}};
+  backend_.ttl_remaining_ms = 1;
+  MetadataView view = View();
+  ASSERT_TRUE(view.Stat("/m/a").ok());
+  ASSERT_TRUE(view.Stat("/m/b").ok());
+  absl::SleepFor(absl::Milliseconds(5));
+  backend_.store_up = false;
+  EXPECT_EQ(view.Stat("/m/a")->info().size(), 1u);  // Asked: the store is down.
+  EXPECT_EQ(backend_.master_stats, 3);
+  EXPECT_EQ(view.Stat("/m/b")->info().size(), 2u);  // Not asked.
+  EXPECT_EQ(view.Stat("/m/a")->info().size(), 1u);
+  EXPECT_EQ(backend_.master_stats, 3);
+  EXPECT_EQ(view.counters().stale, 3u);
+  // A name never seen is asked for, and fails, named.
+  absl::StatusOr<v1::StatResponse> fresh = view.Stat("/m/new");
+  EXPECT_EQ(fresh.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(IsStoreError(fresh.status())) << fresh.status();
+  EXPECT_EQ(backend_.master_stats, 4);
+  // After the first pause (1 s) one try; it fails: the next pause is 2 s.
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_TRUE(view.Stat("/m/a").ok());
+  EXPECT_EQ(backend_.master_stats, 5);
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_TRUE(view.Stat("/m/b").ok());
+  EXPECT_EQ(backend_.master_stats, 5);
+  // The store answers again: the first try after the pause ends it.
+  absl::SleepFor(absl::Milliseconds(1000));
+  backend_.store_up = true;
+  backend_.files["/m/b"] = 7;
+  EXPECT_EQ(view.Stat("/m/b")->info().size(), 7u);
+  EXPECT_EQ(view.Stat("/m/a")->info().size(), 1u);
+  EXPECT_EQ(backend_.master_stats, 7);
 }
 
 TEST_F(MetadataViewTest, NothingStaleIsServedPastTheWindow) {
