@@ -212,13 +212,19 @@ TEST_F(MetadataCacheTest, AStatMissWaitsForTheFirstPageOfItsListingOnly) {
     second = cache_->Stat("/datasets/ds/d/f00002");  // Lists d/.
     returned.Notify();
   });
+  // Released and joined however the test ends (an ASSERT below returns).
+  auto join = absl::MakeCleanup([&] {
+    held->Release();
+    miss.join();
+  });
   EXPECT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(10)))
       << "the Stat miss waited for the listing's later pages";
   ASSERT_TRUE(testing::WaitFor([&] { return held->later_pages() >= 1; },
                                absl::Seconds(10)));
   EXPECT_FALSE(returned.HasBeenNotified() && !second.ok()) << second.status();
-  if (returned.HasBeenNotified() && second.ok())
+  if (returned.HasBeenNotified() && second.ok()) {
     EXPECT_EQ(second->info().size(), 3u);
+  }
   // Past the first page, while the second is held: a Stat of its own.
   const uint64_t stats = cache_->requests().stats;
   auto far = cache_->Stat("/datasets/ds/d/f02400");
@@ -226,8 +232,7 @@ TEST_F(MetadataCacheTest, AStatMissWaitsForTheFirstPageOfItsListingOnly) {
   EXPECT_EQ(far->info().size(), 2400u % 7 + 1);
   EXPECT_EQ(cache_->requests().stats, stats + 1);
 
-  held->Release();
-  miss.join();
+  std::move(join).Invoke();
   ASSERT_TRUE(testing::WaitFor([&] { return cache_->requests().lists >= 3; },
                                absl::Seconds(30)));
   absl::SleepFor(absl::Milliseconds(50));  // Its last page in the cache.
