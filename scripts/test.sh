@@ -5,14 +5,18 @@
 # built with AddressSanitizer and UBSan (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/check-format.sh
-scripts/build.sh
+# Each stage says how long it took (CI should stay well under 30 minutes).
+stage() {
+  local start=$SECONDS
+  "$@"
+  echo "test.sh: $1 took $((SECONDS - start)) s"
+}
+stage scripts/install-deps.sh
+stage scripts/check-format.sh
+stage scripts/build.sh
 # GCC ignores the thread-safety annotations; clang's analysis checks them.
-scripts/check-thread-safety.sh "${LARDER_BUILD_DIR:-build}"
-(
-cd "${LARDER_BUILD_DIR:-build}"
+stage scripts/check-thread-safety.sh "${LARDER_BUILD_DIR:-build}"
 # No retries: a test that fails once fails the run (a flaky test is a bug).
-ctest --output-on-failure -j "${LARDER_JOBS:-2}" --timeout 600
-)
-scripts/sanitize.sh
+stage ctest --test-dir "${LARDER_BUILD_DIR:-build}" --output-on-failure \
+  -j "${LARDER_JOBS:-2}" --timeout 600
+stage scripts/sanitize.sh

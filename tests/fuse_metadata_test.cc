@@ -337,22 +337,23 @@ TEST_F(FuseMetadataTest, AReplacedObjectIsReadWholeAtItsNewSize) {
   }
 }
 
-// A listing of 100,000 names through a daemon whose metadata cache holds
-// 4 MiB: the directory is paged (too large to cache), stats of all its
+// A listing of 25,000 names through a daemon whose metadata cache holds
+// 1 MiB: the directory is paged (too large to cache), stats of all its
 // files are looked up, and the cache never holds more than its bound.
 TEST_F(FuseMetadataTest, TheCacheStaysWithinItsBound) {
-  MakeFiles("d100k", 100000);
+  // 25,000 entries, several times what 1 MiB holds.
+  MakeFiles("d25k", 25000);
   MountData();
-  auto fuse = Fuse({"--metadata_cache_bytes=4MiB"});
+  auto fuse = Fuse({"--metadata_cache_bytes=1MiB"});
   ASSERT_NE(fuse, nullptr);
-  const std::string dir = fuse->mountpoint() + "/data/d100k";
+  const std::string dir = fuse->mountpoint() + "/data/d25k";
   Shell r = Sh(absl::StrCat(
       "/usr/bin/python3 -c \"import os; d='", dir,
       "'; n=sorted(os.listdir(d)); print(len(n), len(set(n))); "
       "print(sum(os.stat(os.path.join(d, x)).st_size for x in n))\""));
-  EXPECT_EQ(r.out, "100000 100000\n0\n");
+  EXPECT_EQ(r.out, "25000 25000\n0\n");
   EXPECT_LE(fuse->Metric("larder_fuse_metadata_cache_bytes").value_or(1e12),
-            4 << 20);
+            1 << 20);
   EXPECT_GT(fuse->Metric("larder_fuse_metadata_evictions_total").value_or(0),
             0);
 }
