@@ -522,6 +522,8 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     if (!a.ok()) {
       if (a.status().code() == absl::StatusCode::kUnimplemented)
         node_stat_unsupported_.store(true, std::memory_order_relaxed);
+      if (IsStoreError(a.status()))
+        return NodeAnswer{{a.status(), {}}, absl::ZeroDuration()};
       return std::nullopt;
     }
     NoteRingVersion(a->response.ring_version());

@@ -115,6 +115,9 @@ MetadataView::Fetch(const std::string& key, absl::Time now) {
   if (std::optional<v1::MountEntry> m = backend_->MountOf(key)) {
     if (std::optional<Backend::NodeAnswer> n =
             backend_->NodeStat(key, epoch, seq)) {
+      // The worker asked the master, whose store did not answer: asking
+      // the master here would wait on the same store again.
+      if (IsStoreError(n->stat.status)) return n->stat.status;
       ++node_hits_;
       auto s =
           std::make_shared<const NodeMetadataCache::Stat>(std::move(n->stat));

@@ -68,7 +68,9 @@ class MetadataView {
         uint64_t epoch, uint64_t after_seq) = 0;
     // The node metadata cache's answer about `path` (OK or NotFound) and
     // how much longer it is fresh; none when there is no local worker or it
-    // does not answer (the master is asked then). (epoch, seq): the
+    // does not answer (the master is asked then). An answer whose status is
+    // a store error (IsStoreError): the worker asked the master, whose store
+    // did not answer; the master is not asked again. (epoch, seq): the
     // invalidations this client has applied.
     struct NodeAnswer {
       NodeMetadataCache::Stat stat;

@@ -62,6 +62,12 @@ class FakeBackend : public MetadataView::Backend {
                                      uint64_t seq) override {
     ++node_stats;
     node_seen = {epoch, seq};
+    if (node_store_down) {
+      return NodeAnswer{{MarkStoreError(absl::UnavailableError(
+                             "HEAD http://127.0.0.1:1/b/a: no answer")),
+                         {}},
+                        absl::ZeroDuration()};
+    }
     auto it = node.find(path);
     if (it == node.end()) return std::nullopt;
     NodeAnswer a;
@@ -83,6 +89,7 @@ class FakeBackend : public MetadataView::Backend {
   std::map<std::string, uint64_t> node;   // What the node's cache answers.
   bool master_up = true;
   bool store_up = true;  // Else the master says its store did not answer.
+  bool node_store_down = false;  // Likewise, said by the node's worker.
   uint64_t ttl_remaining_ms = 0;
   absl::Duration node_ttl = absl::Seconds(30);
   v1::GetInvalidationsResponse invalidations;
@@ -255,6 +262,25 @@ TEST_F(MetadataViewTest,
   EXPECT_EQ(view.Stat("/m/b")->info().size(), 7u);
   EXPECT_EQ(view.Stat("/m/a")->info().size(), 1u);
   EXPECT_EQ(backend_.master_stats, 7);
+}
+
+// The node's worker asked the master, whose store did not answer: the
+// client does not ask the master the same again.
+TEST_F(MetadataViewTest, ANodesStoreErrorIsNotAskedOfTheMasterAgain) {
+  backend_.files = {{"/m/a", 1}};
+  backend_.node = {{"/m/a", 1}};
+  backend_.node_ttl = absl::Milliseconds(1);
+  MetadataView view = View();
+  ASSERT_TRUE(view.Stat("/m/a").ok());
+  absl::SleepFor(absl::Milliseconds(5));
+  backend_.node_store_down = true;
+  EXPECT_EQ(view.Stat("/m/a")->info().size(), 1u);
+  EXPECT_EQ(view.counters().stale, 1u);
+  absl::StatusOr<v1::StatResponse> fresh = view.Stat("/m/new");
+  EXPECT_EQ(fresh.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(IsStoreError(fresh.status())) << fresh.status();
+  EXPECT_EQ(backend_.node_stats, 3);
+  EXPECT_EQ(backend_.master_stats, 0);
 }
 
 TEST_F(MetadataViewTest, NothingStaleIsServedPastTheWindow) {

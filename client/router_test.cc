@@ -140,7 +140,9 @@ TEST(RouterTest, ReinstallingKeepsWorkerClientsAndOldRoutesStayValid) {
   ASSERT_EQ(after.candidates.size(), 2u);
   for (const auto& c : after.candidates) {
     EXPECT_NE(c.worker->id(), "w3");
-    if (c.worker->id() == "w2") EXPECT_EQ(c.client, w2);
+    if (c.worker->id() == "w2") {
+      EXPECT_EQ(c.client, w2);
+    }
   }
   // The route taken before still points into the ring it was taken from.
   ASSERT_EQ(before.candidates.size(), 3u);

@@ -143,8 +143,10 @@ absl::StatusOr<ShortCircuitClient::StatAnswer> ShortCircuitClient::Stat(
             absl::StrCat("the worker does not answer STAT: ", resp.message()));
       }
       [[fallthrough]];
-    default:
-      return absl::Status(code, resp.message());
+    default: {
+      absl::Status failed(code, resp.message());
+      return resp.store_error() ? MarkStoreError(std::move(failed)) : failed;
+    }
   }
 }
 

@@ -146,6 +146,7 @@ void ShortCircuitServer::Stat(const Caller& peer,
   if (!a.ok()) {
     resp->set_code(static_cast<int>(a.status().code()));
     resp->set_message(RedactSecrets(a.status().message()));
+    resp->set_store_error(IsStoreError(a.status()));
     return;
   }
   resp->set_code(static_cast<int>(a->stat->status.code()));
