@@ -216,15 +216,17 @@ absl::StatusOr<T> MetadataView::FetchOrStale(
   }
   absl::StatusOr<T> r = down ? absl::StatusOr<T>(*std::move(down)) : fetch();
   if (r.ok() || !Unreachable(r.status())) {
-    if (!down && !mount.empty()) NoteStoreUp(mount);
+    if (!down && !mount.empty()) store_pause_.Succeeded(mount);
     return r;
   }
   if (!down) {
     // The master answered that the store did not: the master is up.
     if (!IsStoreError(r.status())) {
       NoteMasterDown(now);
+      // Nothing learnt of the store: if this was its try, another tries.
+      if (!mount.empty()) store_pause_.Abandoned(mount);
     } else if (!mount.empty()) {
-      NoteStoreDown(mount, now, r.status());
+      store_pause_.Failed(mount, now, absl::Now(), r.status());
     }
   }
   if (!can_stale) return r;
@@ -277,33 +279,14 @@ absl::Status MetadataView::MasterDownError() const {
 
 std::optional<absl::Status> MetadataView::StoreDown(const std::string& mount,
                                                     absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  auto it = store_down_.find(mount);
-  if (it == store_down_.end() || now >= it->second.until) return std::nullopt;
+  std::optional<OutagePause::Outage> o = store_pause_.Check(mount, now);
+  if (!o) return std::nullopt;
   return absl::UnavailableError(absl::StrCat(
-      "the under-store of ", mount, " did not answer (",
-      it->second.why.message(), "); serving cached metadata, asking again in ",
-      absl::FormatDuration(it->second.until - now)));
-}
-
-void MetadataView::NoteStoreDown(const std::string& mount, absl::Time started,
-                                 const absl::Status& why) {
-  const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu_);
-  auto [it, fresh] = store_down_.try_emplace(
-      mount, StoreOutage{absl::InfinitePast(), absl::ZeroDuration(), why});
-  StoreOutage& o = it->second;
-  // A try that began while the pause ran (another caller's, which failed
-  // too) leaves it as it is: concurrent failures double it once.
-  if (!fresh && started < o.until) return;
-  o.pause = fresh ? kStoreDownPause : std::min(2 * o.pause, kStoreDownPauseMax);
-  o.until = now + o.pause;
-  o.why = why;
-}
-
-void MetadataView::NoteStoreUp(const std::string& mount) {
-  absl::MutexLock lock(&mu_);
-  store_down_.erase(mount);
+      "the under-store of ", mount, " did not answer (", o->why.message(),
+      "); serving cached metadata, ",
+      o->left > absl::ZeroDuration()
+          ? absl::StrCat("asking again in ", absl::FormatDuration(o->left))
+          : std::string("while another request asks")));
 }
 
 void MetadataView::NoteStale(const std::string& key, const absl::Status& why) {

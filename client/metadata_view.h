@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/metadata_cache.h"
+#include "common/outage_pause.h"
 #include "larder/client.h"
 #include "proto/master.pb.h"
 
@@ -165,13 +166,10 @@ class MetadataView {
   void NoteMasterDown(absl::Time now);
   absl::Status MasterDownError() const;
   // The under-store of `mount` failed to answer (the master said so): its
-  // expired entries are served without asking for a pause that doubles
-  // while the store stays down. `started` is when the failed try began.
+  // expired entries are served without asking, for a pause that doubles
+  // while the store stays down (store_pause_); the error to serve them with.
   std::optional<absl::Status> StoreDown(const std::string& mount,
                                         absl::Time now);
-  void NoteStoreDown(const std::string& mount, absl::Time started,
-                     const absl::Status& why);
-  void NoteStoreUp(const std::string& mount);
   void NoteStale(const std::string& key, const absl::Status& why);
 
   // After the master failed to answer, expired entries are served without
@@ -180,13 +178,7 @@ class MetadataView {
   // Likewise after a mount's store failed to answer (each try costs the
   // store's retries, seconds, on the master): 1 s, then 2, 4, ... up to 30 s
   // while every try fails; forgotten at the first answer.
-  static constexpr absl::Duration kStoreDownPause = absl::Seconds(1);
-  static constexpr absl::Duration kStoreDownPauseMax = absl::Seconds(30);
-  struct StoreOutage {
-    absl::Time until;
-    absl::Duration pause;
-    absl::Status why;
-  };
+  OutagePause store_pause_;
 
   const Options options_;
   const std::shared_ptr<NodeMetadataCache> cache_;
@@ -195,8 +187,6 @@ class MetadataView {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time master_down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::flat_hash_map<std::string, StoreOutage> store_down_
-      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> stale_logged_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&)> hook_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> hits_{0}, node_hits_{0}, misses_{0}, stale_{0};

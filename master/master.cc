@@ -160,7 +160,8 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
           .Name("larder_master_under_store_metadata_requests")
           .Help(
               "Metadata requests the master has made to under-stores, by "
-              "kind (stat: one object, e.g. an S3 HEAD; list: one page)")
+              "kind (stat: one object, e.g. an S3 HEAD; list: one page; "
+              "paused: answered with the store's outage without asking)")
           .Register(*m->registry_);
   auto& cache_entries = prometheus::BuildGauge()
                             .Name("larder_master_metadata_cache_entries")
@@ -197,14 +198,15 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
           .Add({});
   auto& stat_requests = store_requests.Add({{"op", "stat"}});
   auto& list_requests = store_requests.Add({{"op", "list"}});
+  auto& paused_requests = store_requests.Add({{"op", "paused"}});
   if (!m->options_.ops_listen.empty()) {
     OpsServer::Options ops;
     ops.listen = m->options_.ops_listen;
     ops.registry = m->registry_;
     Master* self = m.get();
     ops.before_scrape = [self, &ring_version, &live, &mounts, &stat_requests,
-                         &list_requests, &cache_entries, &leading, &refused,
-                         &replicas, &index_bytes] {
+                         &list_requests, &paused_requests, &cache_entries,
+                         &leading, &refused, &replicas, &index_bytes] {
       leading.Set(self->Serving() ? 1 : 0);
       if (self->etcd_store_)
         refused.Set(static_cast<double>(self->etcd_store_->refused()));
@@ -215,6 +217,7 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
       const UnderStoreMetadata::Requests req = self->metadata_->requests();
       stat_requests.Set(static_cast<double>(req.stats));
       list_requests.Set(static_cast<double>(req.lists));
+      paused_requests.Set(static_cast<double>(req.paused));
       cache_entries.Set(static_cast<double>(self->metadata_->CachedEntries()));
       replicas.Set(static_cast<double>(self->membership_->replicas()));
       index_bytes.Set(static_cast<double>(self->membership_->IndexBytes()));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
+#include "common/retry.h"
 #include "common/status_macros.h"
 #include "understore/factory.h"
 
@@ -63,8 +64,11 @@ absl::StatusOr<v1::StatResponse> UnderStoreMetadata::Stat(
     if (auto hit = cached()) return *hit;
   }
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
+  LARDER_RETURN_IF_ERROR(StorePaused(mount.path(), now));
   ++stat_requests_;
-  LARDER_ASSIGN_OR_RETURN(ObjectInfo info, store->Stat(rel));
+  absl::StatusOr<ObjectInfo> found = store->Stat(rel);
+  NoteStoreAnswer(mount.path(), now, found.status());
+  LARDER_ASSIGN_OR_RETURN(ObjectInfo info, std::move(found));
   v1::StatResponse resp;
   ToProto(info, cluster_path, resp.mutable_info());
   resp.set_mount(mount.path());
@@ -236,9 +240,12 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
     o.recursive = recursive;
     o.page_size = page_size;
     o.page_token = token;
-    ++list_requests_;
     const absl::Time now = absl::Now();
-    LARDER_ASSIGN_OR_RETURN(ListPage page, store->List(rel, o));
+    LARDER_RETURN_IF_ERROR(StorePaused(mount.path(), now));
+    ++list_requests_;
+    absl::StatusOr<ListPage> listed = store->List(rel, o);
+    NoteStoreAnswer(mount.path(), now, listed.status());
+    LARDER_ASSIGN_OR_RETURN(ListPage page, std::move(listed));
     v1::ListResponse resp;
     for (const ObjectInfo& e : page.entries)
       ToProto(e, Join(mount.path(), e.path), resp.add_entries());
@@ -258,6 +265,30 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
   }
   flight->done.Notify();
   return flight->result;
+}
+
+absl::Status UnderStoreMetadata::StorePaused(const std::string& mount,
+                                             absl::Time now) {
+  std::optional<OutagePause::Outage> o = store_pause_.Check(mount, now);
+  if (!o) return absl::OkStatus();
+  ++paused_;
+  return absl::Status(
+      o->why.code(),
+      absl::StrCat("the under-store of ", mount, " is down (", o->why.message(),
+                   "); the master asks it again ",
+                   o->left > absl::ZeroDuration()
+                       ? absl::StrCat("in ", absl::FormatDuration(o->left))
+                       : std::string("with a request in flight now")));
+}
+
+void UnderStoreMetadata::NoteStoreAnswer(const std::string& mount,
+                                         absl::Time started,
+                                         const absl::Status& status) {
+  if (IsRetryable(status) || IsStalled(status)) {
+    store_pause_.Failed(mount, started, absl::Now(), status);
+  } else {
+    store_pause_.Succeeded(mount);  // An answer, NotFound included.
+  }
 }
 
 absl::Time UnderStoreMetadata::EarliestLook(const v1::ListResponse& page,

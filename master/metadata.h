@@ -22,6 +22,14 @@
 // One request for each page: concurrent Lists of the same page, and the
 // listing for Stat, share one under-store request and its cached answer.
 //
+// A store that fails with an outage (unreachable, timing out, throttling:
+// after its own retries, seconds) is not asked again for a pause per mount,
+// 1 s doubling to 30 s while it stays down (common/outage_pause.h): Stat and
+// List misses of that mount fail at once with the outage, named, and one
+// request at the end of each pause tries the store. Every node's misses
+// during an outage would otherwise each cost the store a request and its
+// caller the retries.
+//
 // Under-stores are opened lazily per mount (credentials from this process's
 // environment, or the mount's credentials reference: "profile:NAME").
 // Thread-safe.
@@ -37,6 +45,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/outage_pause.h"
 #include "common/thread_pool.h"
 #include "master/mount_registry.h"
 #include "understore/mount_store.h"
@@ -74,9 +83,11 @@ class UnderStoreMetadata {
   struct Requests {
     uint64_t stats = 0;  // One per object looked up alone (S3: HEAD).
     uint64_t lists = 0;  // One per listing page (S3: LIST).
+    // Answered with a store's outage without asking it (store_pause_).
+    uint64_t paused = 0;
   };
   Requests requests() const {
-    return {stat_requests_.load(), list_requests_.load()};
+    return {stat_requests_.load(), list_requests_.load(), paused_.load()};
   }
   // Stat and List entries held (expired ones included until swept).
   size_t CachedEntries() {
@@ -161,7 +172,15 @@ class UnderStoreMetadata {
   // Under-store requests for a page in flight, by lists_ key.
   absl::flat_hash_map<std::string, std::shared_ptr<PageFlight>> page_flights_
       ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> stat_requests_{0}, list_requests_{0};
+  // The outage of `mount`'s store, as the error to answer with, while it
+  // is paused; OK when this caller may ask. A caller that may ask reports
+  // the store's answer with NoteStoreAnswer.
+  absl::Status StorePaused(const std::string& mount, absl::Time now);
+  void NoteStoreAnswer(const std::string& mount, absl::Time started,
+                       const absl::Status& status);
+
+  OutagePause store_pause_;  // By mount path.
+  std::atomic<uint64_t> stat_requests_{0}, list_requests_{0}, paused_{0};
   // Expired entries (and directory states with no listing in progress) are
   // swept after as many insertions as a quarter of the cache (at least
   // 4,096), so the cache holds what was used within a TTL, not every path

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -16,19 +17,11 @@
 namespace larder {
 namespace {
 
-// Passes every call to `inner`, except that a listing's later pages (those
-// asked for with a page token) wait until Release().
-class HeldPagesStore : public UnderStore {
+// Passes every call to `inner`; the stores below change some.
+class PassingStore : public UnderStore {
  public:
-  explicit HeldPagesStore(std::shared_ptr<UnderStore> inner)
+  explicit PassingStore(std::shared_ptr<UnderStore> inner)
       : inner_(std::move(inner)) {}
-  void Release() {
-    absl::MutexLock lock(&mu_);
-    released_ = true;
-  }
-  // Later pages asked for so far.
-  int later_pages() const { return later_pages_.load(); }
-
   absl::string_view scheme() const override { return inner_->scheme(); }
   std::string DebugString() const override { return inner_->DebugString(); }
   absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override {
@@ -36,13 +29,6 @@ class HeldPagesStore : public UnderStore {
   }
   absl::StatusOr<ListPage> List(absl::string_view dir,
                                 const ListOptions& options) override {
-    if (!options.page_token.empty()) {
-      ++later_pages_;
-      // Bounded: a cache that waits for its later pages fails the test
-      // instead of hanging it.
-      mu_.LockWhenWithTimeout(absl::Condition(&released_), absl::Seconds(30));
-      mu_.Unlock();
-    }
     return inner_->List(dir, options);
   }
   using UnderStore::ReadRange;
@@ -56,9 +42,58 @@ class HeldPagesStore : public UnderStore {
 
  private:
   const std::shared_ptr<UnderStore> inner_;
+};
+
+// Passes every call on, except that a listing's later pages (those asked
+// for with a page token) wait until Release().
+class HeldPagesStore : public PassingStore {
+ public:
+  using PassingStore::PassingStore;
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  // Later pages asked for so far.
+  int later_pages() const { return later_pages_.load(); }
+
+  absl::StatusOr<ListPage> List(absl::string_view dir,
+                                const ListOptions& options) override {
+    if (!options.page_token.empty()) {
+      ++later_pages_;
+      // Bounded: a cache that waits for its later pages fails the test
+      // instead of hanging it.
+      mu_.LockWhenWithTimeout(absl::Condition(&released_), absl::Seconds(30));
+      mu_.Unlock();
+    }
+    return PassingStore::List(dir, options);
+  }
+
+ private:
   absl::Mutex mu_;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int> later_pages_{0};
+};
+
+// Passes every call on while up; while down, Stat and List fail as an
+// unreachable store does (after its retries). Counts the calls that
+// reached it.
+class SwitchedStore : public PassingStore {
+ public:
+  using PassingStore::PassingStore;
+  std::atomic<bool> down{false};
+  std::atomic<int> stats{0}, lists{0};
+
+  absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override {
+    ++stats;
+    if (down) return absl::UnavailableError("connect: connection refused");
+    return PassingStore::Stat(path);
+  }
+  absl::StatusOr<ListPage> List(absl::string_view dir,
+                                const ListOptions& options) override {
+    ++lists;
+    if (down) return absl::UnavailableError("connect: connection refused");
+    return PassingStore::List(dir, options);
+  }
 };
 
 class MetadataCacheTest : public ::testing::Test {
@@ -283,6 +318,66 @@ TEST_F(MetadataCacheTest, StatMissesDuringABackgroundListingAreRight) {
   ASSERT_TRUE(cache_->Stat("/datasets/ds/e/f00001").ok());
   ASSERT_TRUE(cache_->Stat("/datasets/ds/e/f00002").ok());
   cache_.reset();
+}
+
+// A store that failed with an outage is not asked again during its pause:
+// misses of its mount fail at once, named; one try when the pause ends
+// (failing: the next pause is twice as long); the first answer ends the
+// outage. Another mount is asked as usual meanwhile.
+TEST_F(MetadataCacheTest, AStoreThatIsDownIsNotAskedAgainDuringItsPause) {
+  Write("d1/a", "aa");
+  Write("d2/b", "bbb");
+  Mount(1);  // Every Stat asks the store (one file a directory: no listing).
+  v1::MountEntry other = mount_;
+  other.set_path("/datasets/other");
+  ASSERT_TRUE(registry_->Add(other).ok());
+  auto inner = cache_->Store(mount_);
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  auto store = std::make_shared<SwitchedStore>(*inner);
+  cache_->SetStoreForTesting(mount_, store);
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/d1/a").ok());
+  EXPECT_EQ(store->stats.load(), 1);
+
+  store->down = true;
+  absl::SleepFor(absl::Milliseconds(5));
+  absl::StatusOr<v1::StatResponse> st = cache_->Stat("/datasets/ds/d1/a");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store->stats.load(), 2);
+  // Paused: not asked, the outage named.
+  st = cache_->Stat("/datasets/ds/d2/b");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(st.status().message(),
+                                "the under-store of /datasets/ds is down"))
+      << st.status();
+  EXPECT_TRUE(absl::StrContains(st.status().message(), "connection refused"))
+      << st.status();
+  v1::ListRequest list;
+  list.set_path("/datasets/ds/d1");
+  EXPECT_EQ(cache_->List(list).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store->stats.load(), 2);
+  EXPECT_EQ(store->lists.load(), 0);
+  EXPECT_EQ(cache_->requests().paused, 2u);
+  // The other mount's store is asked.
+  st = cache_->Stat("/datasets/other/d2/b");
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->info().size(), 3u);
+
+  // After the first pause (1 s): one try, which fails; the next pause, 2 s.
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_FALSE(cache_->Stat("/datasets/ds/d1/a").ok());
+  EXPECT_EQ(store->stats.load(), 3);
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_FALSE(cache_->Stat("/datasets/ds/d2/b").ok());
+  EXPECT_EQ(store->stats.load(), 3);
+
+  // Up again: the try after the pause answers, and the outage is over.
+  store->down = false;
+  absl::SleepFor(absl::Milliseconds(1000));
+  st = cache_->Stat("/datasets/ds/d2/b");
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->info().size(), 3u);
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/d1/a").ok());
+  EXPECT_EQ(store->stats.load(), 5);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ if [ ! -f "$db" ]; then
   exit 1
 fi
 exec /usr/bin/python3 - "$db" "$jobs" <<'PY'
-import hashlib, json, os, shlex, subprocess, sys, tempfile, time
+import hashlib, json, os, shlex, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 db, jobs = sys.argv[1], int(sys.argv[2])
