@@ -530,12 +530,17 @@ def larder_rows(env):
     e = dict(os.environ, LARDER_MASTER=c.master,
              PYTHONPATH=os.path.join(repo, "build", "python"))
     paths = [f"/ckpt/shard-{r}" for r in range(env.ranks)]
+    workers = [w.proc.pid for w in c.workers]
+    cpu = sum(proc_cpu(p) for p in workers)
     save = env.measure("larder", "save", env.save_bytes(), lambda: env.run_ranks(
         [larder_cp(env, c, env.shards[r], paths[r], r)
          for r in range(env.ranks)], env=e)[0])
+    cpu = sum(proc_cpu(p) for p in workers) - cpu
     note = larder_phases(env, "larder save")
     if note:
-        env.state.setdefault("notes", []).append(note)
+        env.state.setdefault("notes", []).append(
+            f"{note}; the workers used {cpu:.1f} CPU-s, "
+            f"{cpu / (env.save_bytes() / 1e9):.2f} per GB saved")
 
     def restore():
         seconds, outs = env.run_ranks(
@@ -632,14 +637,24 @@ def busy_rows(env):
             seconds = max(seconds, float(t))
         return total, seconds
 
+    def counters():
+        return {k: c.metric(f"larder_worker_{k}_total")
+                for k in ("hits", "misses", "evictions")}
+
+    def moved(before):
+        now = counters()
+        return ", ".join(f"{k} {now[k] - before[k]:.0f}" for k in now)
+
     stop = os.path.join(env.workdir, f"stop-alone-{env.round}")
     workers = [w.proc.pid for w in c.workers]
+    alone_counts = counters()
     alone_cpu = sum(proc_cpu(p) for p in workers)
     procs = readers(stop)
     time.sleep(a.busy_seconds)
     open(stop, "w").close()
     alone_cpu = sum(proc_cpu(p) for p in workers) - alone_cpu
     alone_bytes, alone_s = collect(procs)
+    alone_counts = moved(alone_counts)
     alone = env.measure("reads", "alone", alone_bytes, lambda: alone_s)
 
     stop = os.path.join(env.workdir, f"stop-during-{env.round}")
@@ -651,6 +666,7 @@ def busy_rows(env):
     cpu_workers = sum(proc_cpu(p) for p in workers)
     cpu_readers = sum(proc_cpu(p.pid) for p in procs)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    during_counts = counters()
     try:
         save = env.measure("save", "during", env.save_bytes(), lambda: env.run_ranks(
             [larder_cp(env, c, env.shards[r], ckpt[r], r)
@@ -663,6 +679,7 @@ def busy_rows(env):
                        children.ru_utime - children.ru_stime)
         open(stop, "w").close()
     during_bytes, during_s = collect(procs)
+    during_counts = moved(during_counts)
     during = Row("reads", "during", during_s, during_bytes, save.delta,
                  save.s3rver_cpu)
     env.state.setdefault("busy_notes", []).append(
@@ -673,7 +690,8 @@ def busy_rows(env):
         f"CPU seconds during the {save.seconds:.1f} s save: readers {cpu_readers:.1f}, "
         f"workers {cpu_workers:.1f}, writers {cpu_writers:.1f}, "
         f"s3rver {save.s3rver_cpu:.1f}, front {save.delta.get('cpu_s', 0):.1f} "
-        f"(workers alone: {alone_cpu:.1f} in {alone_s:.1f} s)")
+        f"(workers alone: {alone_cpu:.1f} in {alone_s:.1f} s); workers' "
+        f"blocks alone: {alone_counts}; during: {during_counts}")
     return [alone, during, save]
 
 
