@@ -64,10 +64,10 @@ absl::StatusOr<v1::StatResponse> UnderStoreMetadata::Stat(
     if (auto hit = cached()) return *hit;
   }
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
-  LARDER_RETURN_IF_ERROR(StorePaused(mount.path(), now));
+  LARDER_RETURN_IF_ERROR(StorePaused(mount, now));
   ++stat_requests_;
   absl::StatusOr<ObjectInfo> found = store->Stat(rel);
-  NoteStoreAnswer(mount.path(), now, found.status());
+  NoteStoreAnswer(mount, now, found.status());
   LARDER_ASSIGN_OR_RETURN(ObjectInfo info, std::move(found));
   v1::StatResponse resp;
   ToProto(info, cluster_path, resp.mutable_info());
@@ -241,10 +241,10 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
     o.page_size = page_size;
     o.page_token = token;
     const absl::Time now = absl::Now();
-    LARDER_RETURN_IF_ERROR(StorePaused(mount.path(), now));
+    LARDER_RETURN_IF_ERROR(StorePaused(mount, now));
     ++list_requests_;
     absl::StatusOr<ListPage> listed = store->List(rel, o);
-    NoteStoreAnswer(mount.path(), now, listed.status());
+    NoteStoreAnswer(mount, now, listed.status());
     LARDER_ASSIGN_OR_RETURN(ListPage page, std::move(listed));
     v1::ListResponse resp;
     for (const ObjectInfo& e : page.entries)
@@ -267,27 +267,33 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
   return flight->result;
 }
 
-absl::Status UnderStoreMetadata::StorePaused(const std::string& mount,
+// A mount added again with another URI is another store.
+static std::string PauseKey(const v1::MountEntry& mount) {
+  return absl::StrCat(mount.path(), "\n", mount.uri());
+}
+
+absl::Status UnderStoreMetadata::StorePaused(const v1::MountEntry& mount,
                                              absl::Time now) {
-  std::optional<OutagePause::Outage> o = store_pause_.Check(mount, now);
+  std::optional<OutagePause::Outage> o =
+      store_pause_.Check(PauseKey(mount), now);
   if (!o) return absl::OkStatus();
   ++paused_;
   return absl::Status(
       o->why.code(),
-      absl::StrCat("the under-store of ", mount, " is down (", o->why.message(),
-                   "); the master asks it again ",
+      absl::StrCat("the under-store of ", mount.path(), " is down (",
+                   o->why.message(), "); the master asks it again ",
                    o->left > absl::ZeroDuration()
                        ? absl::StrCat("in ", absl::FormatDuration(o->left))
                        : std::string("with a request in flight now")));
 }
 
-void UnderStoreMetadata::NoteStoreAnswer(const std::string& mount,
+void UnderStoreMetadata::NoteStoreAnswer(const v1::MountEntry& mount,
                                          absl::Time started,
                                          const absl::Status& status) {
   if (IsRetryable(status) || IsStalled(status)) {
-    store_pause_.Failed(mount, started, absl::Now(), status);
+    store_pause_.Failed(PauseKey(mount), started, absl::Now(), status);
   } else {
-    store_pause_.Succeeded(mount);  // An answer, NotFound included.
+    store_pause_.Succeeded(PauseKey(mount));  // An answer, NotFound too.
   }
 }
 

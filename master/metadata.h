@@ -175,11 +175,11 @@ class UnderStoreMetadata {
   // The outage of `mount`'s store, as the error to answer with, while it
   // is paused; OK when this caller may ask. A caller that may ask reports
   // the store's answer with NoteStoreAnswer.
-  absl::Status StorePaused(const std::string& mount, absl::Time now);
-  void NoteStoreAnswer(const std::string& mount, absl::Time started,
+  absl::Status StorePaused(const v1::MountEntry& mount, absl::Time now);
+  void NoteStoreAnswer(const v1::MountEntry& mount, absl::Time started,
                        const absl::Status& status);
 
-  OutagePause store_pause_;  // By mount path.
+  OutagePause store_pause_;  // By mount path and URI.
   std::atomic<uint64_t> stat_requests_{0}, list_requests_{0}, paused_{0};
   // Expired entries (and directory states with no listing in progress) are
   // swept after as many insertions as a quarter of the cache (at least
