@@ -99,6 +99,9 @@ class S3Store final : public UnderStore {
   absl::Status Delete(absl::string_view path);
 
   const std::string& bucket() const { return bucket_; }
+  // Whether request bodies are signed (their SHA-256 in the signature) or
+  // sent as UNSIGNED-PAYLOAD (the default over https: TLS protects them).
+  bool sign_payload() const { return sign_payload_; }
 
  private:
   struct Call {
@@ -112,7 +115,7 @@ class S3Store final : public UnderStore {
 
   S3Store(std::string bucket, std::string prefix, std::string region,
           std::string scheme, std::string endpoint_host, bool path_style,
-          AwsCredentials credentials, HttpOptions http);
+          bool sign_payload, AwsCredentials credentials, HttpOptions http);
 
   // One signed attempt. Returns the raw response for any HTTP status.
   absl::StatusOr<HttpResponse> SendOnce(const Call& call, absl::Span<char> sink,
@@ -128,6 +131,8 @@ class S3Store final : public UnderStore {
   const std::string scheme_;         // "http" or "https".
   const std::string endpoint_host_;  // host[:port] of the service.
   const bool path_style_;
+  // The body's SHA-256 in the signature; else UNSIGNED-PAYLOAD (https).
+  const bool sign_payload_;
   const AwsCredentials credentials_;
   HttpClient http_;
 };

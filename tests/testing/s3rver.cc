@@ -12,8 +12,16 @@ namespace larder::testing {
 
 absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(
     const std::string& bucket) {
+  return StartTls(bucket, "", "");  // No certificate: plain HTTP.
+}
+
+absl::StatusOr<std::unique_ptr<S3rver>> S3rver::StartTls(
+    const std::string& bucket, const std::string& cert,
+    const std::string& key) {
   std::unique_ptr<S3rver> s(new S3rver);
   s->bucket_ = bucket;
+  s->tls_cert_ = cert;
+  s->tls_key_ = key;
   s->log_path_ = absl::StrCat(s->dir_.path(), "/s3rver.log");
   std::filesystem::create_directories(absl::StrCat(s->dir_.path(), "/data"));
   s->port_ = PickFreePort();
@@ -31,11 +39,20 @@ absl::Status S3rver::Launch() {
     return absl::FailedPreconditionError(
         absl::StrCat(script, " is missing: run scripts/install-deps.sh"));
   }
-  absl::Status st = process_.Start(
-      {"node", script, "--address", "127.0.0.1", "--port", absl::StrCat(port_),
-       "--directory", absl::StrCat(dir_.path(), "/data"), "--configure-bucket",
-       bucket_},
-      log_path_, {"NODE_OPTIONS=--openssl-legacy-provider"});
+  std::vector<std::string> argv = {"node",
+                                   script,
+                                   "--address",
+                                   "127.0.0.1",
+                                   "--port",
+                                   absl::StrCat(port_),
+                                   "--directory",
+                                   absl::StrCat(dir_.path(), "/data"),
+                                   "--configure-bucket",
+                                   bucket_};
+  if (!tls_cert_.empty())
+    argv.insert(argv.end(), {"--cert", tls_cert_, "--key", tls_key_});
+  absl::Status st = process_.Start(argv, log_path_,
+                                   {"NODE_OPTIONS=--openssl-legacy-provider"});
   if (!st.ok()) return st;
   const int port = port_;
   if (!WaitFor([port] { return PortAccepts(port); }, absl::Seconds(30))) {
@@ -53,7 +70,8 @@ absl::Status S3rver::Restart() {
 }
 
 std::string S3rver::endpoint() const {
-  return absl::StrCat("http://127.0.0.1:", port_);
+  return absl::StrCat(tls_cert_.empty() ? "http" : "https",
+                      "://127.0.0.1:", port_);
 }
 
 std::string S3rver::Uri(const std::string& prefix) const {

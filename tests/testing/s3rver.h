@@ -31,6 +31,11 @@ class S3rver {
   // scripts/install-deps.sh), DeadlineExceeded if it does not come up.
   static absl::StatusOr<std::unique_ptr<S3rver>> Start(
       const std::string& bucket = "larder-test");
+  // The same over TLS with this certificate and key (PEM files): its
+  // endpoint is https://127.0.0.1:PORT.
+  static absl::StatusOr<std::unique_ptr<S3rver>> StartTls(
+      const std::string& bucket, const std::string& cert,
+      const std::string& key);
 
   ~S3rver();
 
@@ -41,7 +46,7 @@ class S3rver {
 
   int port() const { return port_; }
   pid_t pid() const { return process_.pid(); }  // SIGSTOP: a hung store.
-  std::string endpoint() const;                 // "http://127.0.0.1:PORT"
+  std::string endpoint() const;  // "http://127.0.0.1:PORT" (or https)
   const std::string& bucket() const { return bucket_; }
   // s3://BUCKET/PREFIX?endpoint=...&region=us-east-1&path_style=true
   std::string Uri(const std::string& prefix = "") const;
@@ -65,6 +70,7 @@ class S3rver {
 
   TempDir dir_;
   std::string bucket_;
+  std::string tls_cert_, tls_key_;  // Empty: plain HTTP.
   std::string log_path_;
   int port_ = 0;
   Subprocess process_;
