@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
-#include "common/retry.h"
 #include "common/status_macros.h"
 #include "understore/factory.h"
 
@@ -290,7 +289,12 @@ absl::Status UnderStoreMetadata::StorePaused(const v1::MountEntry& mount,
 void UnderStoreMetadata::NoteStoreAnswer(const v1::MountEntry& mount,
                                          absl::Time started,
                                          const absl::Status& status) {
-  if (IsRetryable(status) || IsStalled(status)) {
+  // Down or not answering (a stalled request is DeadlineExceeded too).
+  // Throttling (ResourceExhausted) is not an outage: some requests still
+  // get through, and failing them all for a pause would fail reads that
+  // the store's retries would have carried.
+  if (status.code() == absl::StatusCode::kUnavailable ||
+      status.code() == absl::StatusCode::kDeadlineExceeded) {
     store_pause_.Failed(PauseKey(mount), started, absl::Now(), status);
   } else {
     store_pause_.Succeeded(PauseKey(mount));  // An answer, NotFound too.

@@ -22,8 +22,8 @@
 // One request for each page: concurrent Lists of the same page, and the
 // listing for Stat, share one under-store request and its cached answer.
 //
-// A store that fails with an outage (unreachable, timing out, throttling:
-// after its own retries, seconds) is not asked again for a pause per mount,
+// A store that fails with an outage (unreachable or not answering, after
+// its own retries: seconds) is not asked again for a pause per mount,
 // 1 s doubling to 30 s while it stays down (common/outage_pause.h): Stat and
 // List misses of that mount fail at once with the outage, named, and one
 // request at the end of each pause tries the store. Every node's misses

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 
@@ -81,18 +82,26 @@ class SwitchedStore : public PassingStore {
  public:
   using PassingStore::PassingStore;
   std::atomic<bool> down{false};
+  std::atomic<bool> throttled{false};  // 503 SlowDown, after the retries.
   std::atomic<int> stats{0}, lists{0};
 
   absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override {
     ++stats;
-    if (down) return absl::UnavailableError("connect: connection refused");
+    LARDER_RETURN_IF_ERROR(Failure());
     return PassingStore::Stat(path);
   }
   absl::StatusOr<ListPage> List(absl::string_view dir,
                                 const ListOptions& options) override {
     ++lists;
-    if (down) return absl::UnavailableError("connect: connection refused");
+    LARDER_RETURN_IF_ERROR(Failure());
     return PassingStore::List(dir, options);
+  }
+
+ private:
+  absl::Status Failure() const {
+    if (down) return absl::UnavailableError("connect: connection refused");
+    if (throttled) return absl::ResourceExhaustedError("503 SlowDown");
+    return absl::OkStatus();
   }
 };
 
@@ -378,6 +387,25 @@ TEST_F(MetadataCacheTest, AStoreThatIsDownIsNotAskedAgainDuringItsPause) {
   EXPECT_EQ(st->info().size(), 3u);
   ASSERT_TRUE(cache_->Stat("/datasets/ds/d1/a").ok());
   EXPECT_EQ(store->stats.load(), 5);
+}
+
+// Throttling is not an outage: the store still lets some requests through,
+// so each miss still asks it.
+TEST_F(MetadataCacheTest, AThrottlingStoreIsStillAsked) {
+  Write("d1/a", "aa");
+  Mount(1);
+  auto inner = cache_->Store(mount_);
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  auto store = std::make_shared<SwitchedStore>(*inner);
+  cache_->SetStoreForTesting(mount_, store);
+  store->throttled = true;
+  EXPECT_EQ(cache_->Stat("/datasets/ds/d1/a").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  store->throttled = false;
+  absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/d1/a").ok());
+  EXPECT_EQ(store->stats.load(), 2);
+  EXPECT_EQ(cache_->requests().paused, 0u);
 }
 
 }  // namespace
