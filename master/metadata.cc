@@ -18,6 +18,15 @@ std::string Join(const std::string& mount, const std::string& rel) {
   return rel.empty() ? mount : absl::StrCat(mount, "/", rel);
 }
 
+// A store down or not answering (a stalled request is DeadlineExceeded
+// too), after its retries. Throttling (ResourceExhausted) is not an outage:
+// some requests still get through, and failing them all for a pause would
+// fail reads that the store's retries would have carried.
+bool IsOutage(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
 }  // namespace
 
 void ToProto(const ObjectInfo& info, const std::string& cluster_path,
@@ -175,15 +184,25 @@ void UnderStoreMetadata::ListRestForStat(v1::MountEntry mount,
 void UnderStoreMetadata::EndStatListing(const std::string& dir_key,
                                         StatListing& mine,
                                         const absl::Status& status) {
+  bool log = !status.ok();
   {
     absl::MutexLock lock(&mu_);
     DirState& d = dirs_[dir_key];
     d.listing.reset();
-    // A failed listing is not retried until the TTL passes: misses go to
-    // Stat one by one meanwhile.
-    d.listed = true;
+    if (IsOutage(status)) {
+      // The store is down: the next misses list again (a try per pause at
+      // most, the others answered at once), so that once it is back the
+      // directory costs one listing, not a Stat per file for a TTL.
+      d.misses = 0;
+      log = !d.outage_logged;
+      d.outage_logged = true;
+    } else {
+      // Listed; or a listing refused: it is not tried again until the TTL
+      // passes, misses go to Stat one by one meanwhile.
+      d.listed = true;
+    }
   }
-  if (!status.ok()) {
+  if (log) {
     LARDER_LOG(WARNING, "metadata.list_for_stat_failed")
         .Field("dir", dir_key)
         .Field("status", status);
@@ -289,12 +308,7 @@ absl::Status UnderStoreMetadata::StorePaused(const v1::MountEntry& mount,
 void UnderStoreMetadata::NoteStoreAnswer(const v1::MountEntry& mount,
                                          absl::Time started,
                                          const absl::Status& status) {
-  // Down or not answering (a stalled request is DeadlineExceeded too).
-  // Throttling (ResourceExhausted) is not an outage: some requests still
-  // get through, and failing them all for a pause would fail reads that
-  // the store's retries would have carried.
-  if (status.code() == absl::StatusCode::kUnavailable ||
-      status.code() == absl::StatusCode::kDeadlineExceeded) {
+  if (IsOutage(status)) {
     store_pause_.Failed(PauseKey(mount), started, absl::Now(), status);
   } else {
     store_pause_.Succeeded(PauseKey(mount));  // An answer, NotFound too.

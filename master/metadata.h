@@ -128,6 +128,7 @@ class UnderStoreMetadata {
     int misses = 0;
     bool listed = false;  // Its listing is in stats_ (as far as it went).
     std::shared_ptr<StatListing> listing;  // In progress.
+    bool outage_logged = false;  // A listing failed in a store outage.
   };
   // After a miss of `rel`: whether stats_ may now hold it, from a listing
   // of its directory (made by this call, or by a concurrent one).

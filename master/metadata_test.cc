@@ -127,6 +127,16 @@ class MetadataCacheTest : public ::testing::Test {
     ASSERT_TRUE(testing::WriteFile(path, data).ok());
   }
 
+  // The mount's store, behind a SwitchedStore from now on.
+  std::shared_ptr<SwitchedStore> Switch() {
+    absl::StatusOr<std::shared_ptr<UnderStore>> inner = cache_->Store(mount_);
+    EXPECT_TRUE(inner.ok()) << inner.status();
+    if (!inner.ok()) return nullptr;
+    auto store = std::make_shared<SwitchedStore>(*inner);
+    cache_->SetStoreForTesting(mount_, store);
+    return store;
+  }
+
   testing::TempDir state_, data_;
   v1::MountEntry mount_;
   std::unique_ptr<MountRegistry> registry_;
@@ -340,10 +350,8 @@ TEST_F(MetadataCacheTest, AStoreThatIsDownIsNotAskedAgainDuringItsPause) {
   v1::MountEntry other = mount_;
   other.set_path("/datasets/other");
   ASSERT_TRUE(registry_->Add(other).ok());
-  auto inner = cache_->Store(mount_);
-  ASSERT_TRUE(inner.ok()) << inner.status();
-  auto store = std::make_shared<SwitchedStore>(*inner);
-  cache_->SetStoreForTesting(mount_, store);
+  std::shared_ptr<SwitchedStore> store = Switch();
+  ASSERT_NE(store, nullptr);
   ASSERT_TRUE(cache_->Stat("/datasets/ds/d1/a").ok());
   EXPECT_EQ(store->stats.load(), 1);
 
@@ -394,10 +402,8 @@ TEST_F(MetadataCacheTest, AStoreThatIsDownIsNotAskedAgainDuringItsPause) {
 TEST_F(MetadataCacheTest, AThrottlingStoreIsStillAsked) {
   Write("d1/a", "aa");
   Mount(1);
-  auto inner = cache_->Store(mount_);
-  ASSERT_TRUE(inner.ok()) << inner.status();
-  auto store = std::make_shared<SwitchedStore>(*inner);
-  cache_->SetStoreForTesting(mount_, store);
+  std::shared_ptr<SwitchedStore> store = Switch();
+  ASSERT_NE(store, nullptr);
   store->throttled = true;
   EXPECT_EQ(cache_->Stat("/datasets/ds/d1/a").status().code(),
             absl::StatusCode::kResourceExhausted);
@@ -406,6 +412,33 @@ TEST_F(MetadataCacheTest, AThrottlingStoreIsStillAsked) {
   ASSERT_TRUE(cache_->Stat("/datasets/ds/d1/a").ok());
   EXPECT_EQ(store->stats.load(), 2);
   EXPECT_EQ(cache_->requests().paused, 0u);
+}
+
+// A directory whose listing for Stat failed because the store was down is
+// listed again once the store is back: one LIST, not a HEAD per file for a
+// TTL (a listing refused otherwise is not retried within the TTL).
+TEST_F(MetadataCacheTest, AListingThatFailedInAnOutageIsTriedAgain) {
+  for (int i = 0; i < 10; ++i)
+    Write(absl::StrCat("d/f", i), std::string(i + 1, 'x'));
+  Mount(60000);
+  std::shared_ptr<SwitchedStore> store = Switch();
+  ASSERT_NE(store, nullptr);
+  store->down = true;
+  EXPECT_FALSE(cache_->Stat("/datasets/ds/d/f0").ok());  // Its own Stat.
+  EXPECT_FALSE(cache_->Stat("/datasets/ds/d/f1").ok());  // Lists: paused.
+  EXPECT_EQ(store->stats.load(), 1);
+  EXPECT_EQ(store->lists.load(), 0);
+
+  store->down = false;
+  absl::SleepFor(absl::Milliseconds(1100));  // The pause.
+  for (int i = 2; i < 10; ++i) {
+    auto st = cache_->Stat(absl::StrCat("/datasets/ds/d/f", i));
+    ASSERT_TRUE(st.ok()) << i << ": " << st.status();
+    EXPECT_EQ(st->info().size(), static_cast<uint64_t>(i + 1));
+  }
+  // The first miss after the pause looked up alone, the next listed.
+  EXPECT_EQ(store->stats.load(), 2);
+  EXPECT_EQ(store->lists.load(), 1);
 }
 
 }  // namespace
