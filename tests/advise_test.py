@@ -81,9 +81,11 @@ def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, sha
         for key in ("predicted_io_seconds", "predicted_io_seconds_at_cluster_cache"):
             # Each run's prediction against the epoch of the same run (its
             # rates were measured just before it), the median of the three:
-            # within 15%, or 10 ms. An epoch served whole from the cache takes
-            # about 25 ms here, where a scheduler's hiccup on 2 shared cores
-            # under ctest -j2 is 5 ms; and pairing the median prediction
+            # within 15%, or 15 ms. An epoch served whole from the cache takes
+            # 25-60 ms here, and the same epoch measured 52.6 and 61.3 ms in
+            # two runs of one fresh-clone CI (the median run 10.3 ms from its
+            # prediction, -17%): at that size the floor is the machine's
+            # noise, not the model's error. Pairing the median prediction
             # with the median epoch of other runs failed a fresh-clone CI
             # when one loaded run was 20% off and the others within 2%.
             def error(d):
@@ -95,7 +97,7 @@ def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, sha
                   % (share, key, 100 * err, run["seconds"], run[key],
                      [(round(d["epoch"]["seconds"], 3), round(d["epoch"][key], 3))
                       for d in docs]))
-            assert abs(err) <= 0.15 or abs(run[key] - run["seconds"]) <= 0.010, (
+            assert abs(err) <= 0.15 or abs(run[key] - run["seconds"]) <= 0.015, (
                 key, [d["epoch"] for d in docs])
         doc = docs[-1]
         # The table covers 0-100% of the dataset and the cluster's cache.
