@@ -27,6 +27,12 @@ bool IsOutage(const absl::Status& status) {
          status.code() == absl::StatusCode::kDeadlineExceeded;
 }
 
+// The key of a mount's store in the outage pause: a mount added again with
+// another URI is another store.
+std::string PauseKey(const v1::MountEntry& mount) {
+  return absl::StrCat(mount.path(), "\n", mount.uri());
+}
+
 }  // namespace
 
 void ToProto(const ObjectInfo& info, const std::string& cluster_path,
@@ -283,11 +289,6 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
   }
   flight->done.Notify();
   return flight->result;
-}
-
-// A mount added again with another URI is another store.
-static std::string PauseKey(const v1::MountEntry& mount) {
-  return absl::StrCat(mount.path(), "\n", mount.uri());
 }
 
 absl::Status UnderStoreMetadata::StorePaused(const v1::MountEntry& mount,
