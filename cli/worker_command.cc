@@ -94,6 +94,10 @@ ABSL_FLAG(std::string, write_buffer,
 ABSL_FLAG(int, upload_threads, larder::WorkerOptions().upload_threads,
           "worker: parts of written objects uploaded to under-stores at "
           "once.");
+ABSL_FLAG(int, write_nice, larder::WorkerOptions().write_nice,
+          "worker: how many nice steps below the worker's own priority the "
+          "work of writes runs (receiving, uploading, publishing parts), so "
+          "that a checkpoint's save yields the CPU to reads; 0 to 19.");
 
 ABSL_FLAG(std::string, worker_id, "",
           "worker: id in the cluster (default: <node>:<grpc port>).");
@@ -167,6 +171,11 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   LARDER_ASSIGN_OR_RETURN(o.writes.max_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_write_buffer)));
   o.upload_threads = std::max(1, absl::GetFlag(FLAGS_upload_threads));
+  o.write_nice = absl::GetFlag(FLAGS_write_nice);
+  if (o.write_nice < 0 || o.write_nice > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--write_nice=", o.write_nice, ": must be 0 to 19"));
+  }
   LARDER_ASSIGN_OR_RETURN(o.store.fetch_subrange_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_fetch_subrange)));
   o.store.collapse_huge_pages = absl::GetFlag(FLAGS_collapse_huge_pages);
@@ -326,6 +335,7 @@ const Command kWorkerCommand = {
                "fetch_threads",
                "write_buffer",
                "upload_threads",
+               "write_nice",
                "allowed_file_roots"}})};
 
 }  // namespace larder::cli

@@ -14,6 +14,7 @@
 #include "common/grpc_status.h"
 #include "common/read_block_wire.h"
 #include "common/status_macros.h"
+#include "common/write_part_wire.h"
 
 namespace larder {
 
@@ -246,29 +247,118 @@ absl::StatusOr<uint64_t> WorkerClient::EvictBlocks(
   return resp.evicted();
 }
 
+namespace {
+
+// One raw WritePart call (write_part_wire.h): each message is a head and a
+// slice of the caller's bytes, sent one at a time, then the one response.
+class RawWriteReactor final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RawWriteReactor(grpc::ClientContext* ctx, const v1::WritePartHeader& header,
+                  absl::string_view data, std::shared_ptr<const void> owner)
+      : ctx_(ctx), header_(header), data_(data), owner_(std::move(owner)) {}
+
+  void Start(grpc::GenericStub& stub) {
+    stub.PrepareBidiStreamingCall(ctx_, "/larder.v1.WorkerData/WritePart",
+                                  grpc::StubOptions(), this);
+    StartRead(&response_);
+    WriteNext();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    // Not ok: the worker ended the call; its status says why.
+    if (ok && !last_) WriteNext();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (response_.Dump(&slices).ok()) {
+      for (const grpc::Slice& sl : slices)
+        bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    absl::MutexLock lock(&mu_);
+    parsed_ = parsed_response_.ParseFromString(bytes);
+  }
+  void OnDone(const grpc::Status& s) override {
+    absl::MutexLock lock(&mu_);
+    status_ = s;
+    done_ = true;
+  }
+
+  absl::StatusOr<v1::WritePartResponse> Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    if (!status_.ok()) return FromGrpcStatus(status_);
+    if (!parsed_) {
+      return absl::InternalError(
+          "WritePart: the worker's response does not parse");
+    }
+    return std::move(parsed_response_);
+  }
+
+ private:
+  static constexpr size_t kChunk = 1 << 20;
+
+  // The next message: at most kChunk of the data, the header on the first.
+  void WriteNext() {
+    const size_t n = std::min(kChunk, data_.size() - at_);
+    const std::string head =
+        WritePartRequestHead(at_ == 0 ? &header_ : nullptr, n);
+    grpc::Slice slices[2] = {grpc::Slice(head), grpc::Slice()};
+    size_t count = 1;
+    if (n > 0) {
+      if (owner_ != nullptr) {
+        // The bytes go from where they are; the slice holds their owner,
+        // which gRPC may release after the call has ended.
+        slices[1] = grpc::Slice(
+            const_cast<char*>(data_.data() + at_), n,
+            [](void* ref) {
+              delete static_cast<std::shared_ptr<const void>*>(ref);
+            },
+            new std::shared_ptr<const void>(owner_));
+      } else {
+        slices[1] = grpc::Slice(data_.data() + at_, n);
+      }
+      count = 2;
+    }
+    request_ = grpc::ByteBuffer(slices, count);
+    at_ += n;
+    last_ = at_ >= data_.size();
+    if (last_) {
+      StartWriteLast(&request_, grpc::WriteOptions());
+    } else {
+      StartWrite(&request_);
+    }
+  }
+
+  grpc::ClientContext* const ctx_;
+  const v1::WritePartHeader& header_;
+  const absl::string_view data_;
+  const std::shared_ptr<const void> owner_;
+  // Only touched by Start and OnWriteDone, which gRPC serializes.
+  size_t at_ = 0;
+  bool last_ = false;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  absl::Mutex mu_;
+  v1::WritePartResponse parsed_response_ ABSL_GUARDED_BY(mu_);
+  bool parsed_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 absl::StatusOr<v1::WritePartResponse> WorkerClient::WritePart(
     const v1::WritePartHeader& header, absl::string_view data,
-    absl::Duration timeout) {
-  constexpr size_t kChunk = 1 << 20;
-  v1::WritePartResponse resp;
+    std::shared_ptr<const void> owner, absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
-  std::unique_ptr<grpc::ClientWriter<v1::WritePartRequest>> w =
-      (*stubs_[Next()]).WritePart(&ctx, &resp);
-  v1::WritePartRequest req;
-  *req.mutable_header() = header;
-  size_t at = 0;
-  do {
-    const size_t n = std::min(kChunk, data.size() - at);
-    req.set_data(data.data() + at, n);
-    at += n;
-    if (!w->Write(req)) break;  // The worker ended the call: Finish says why.
-    req.Clear();
-  } while (at < data.size());
-  w->WritesDone();
-  grpc::Status st = w->Finish();
-  if (!st.ok()) return FromGrpcStatus(st);
-  return resp;
+  RawWriteReactor reactor(&ctx, header, data, std::move(owner));
+  reactor.Start(*generic_stubs_[Next()]);
+  return reactor.Wait();
 }
 
 absl::StatusOr<v1::PublishWriteResponse> WorkerClient::PublishWrite(

@@ -76,9 +76,13 @@ class WorkerClient {
   absl::StatusOr<uint64_t> EvictPrefix(const std::string& mount_path_prefix);
 
   // Writes (proto/worker.proto): sends one part, `data` in messages of at
-  // most 1 MiB, under `header` (whose size must be data.size()).
+  // most 1 MiB, under `header` (whose size must be data.size()). With
+  // `owner` (what keeps data's bytes alive) they are sent from where they
+  // are, without a copy (gRPC may hold `owner` past the call's end);
+  // without it each message's bytes are copied once.
   absl::StatusOr<v1::WritePartResponse> WritePart(
       const v1::WritePartHeader& header, absl::string_view data,
+      std::shared_ptr<const void> owner = nullptr,
       absl::Duration timeout = absl::Minutes(10));
   absl::StatusOr<v1::PublishWriteResponse> PublishWrite(
       const v1::PublishWriteRequest& request,

@@ -172,7 +172,7 @@ class WriterImpl final : public Writer {
     const uint64_t offset = offset_;
     offset_ += data->size();
     pool_->Schedule([this, number, offset, data] {
-      absl::Status st = RunPart(number, offset, *data);
+      absl::Status st = RunPart(number, offset, data);
       absl::MutexLock lock(&mu_);
       if (!st.ok() && error_.ok()) error_ = st;
       --in_flight_;
@@ -203,7 +203,8 @@ class WriterImpl final : public Writer {
   // worker that has not yet learnt a new mount while the master restarts
   // answers Unavailable for that long.
   absl::Status RunPart(uint32_t number, uint64_t offset,
-                       const std::string& data) {
+                       const std::shared_ptr<const std::string>& part) {
+    const std::string& data = *part;
     const uint64_t bs = handle_.block_size();
     std::vector<uint64_t> blocks;
     for (uint64_t at = 0; at < data.size(); at += bs)
@@ -246,7 +247,8 @@ class WriterImpl final : public Writer {
                 ring->workers[owner[b]].address();
           }
         }
-        absl::StatusOr<v1::WritePartResponse> r = w->WritePart(header, data);
+        absl::StatusOr<v1::WritePartResponse> r =
+            w->WritePart(header, data, part);
         // A worker whose write buffer is full: wait for it a little.
         for (int wait = 0;
              !r.ok() &&
@@ -254,7 +256,7 @@ class WriterImpl final : public Writer {
              wait < 8;
              ++wait) {
           absl::SleepFor(absl::Milliseconds(50 << std::min(wait, 4)));
-          r = w->WritePart(header, data);
+          r = w->WritePart(header, data, part);
         }
         if (r.ok()) {
           absl::MutexLock lock(&mu_);

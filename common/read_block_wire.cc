@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/raw_wire.h"
 
 namespace larder {
 namespace {
@@ -13,81 +14,6 @@ namespace {
 constexpr uint8_t kDataTag = (1 << 3) | 2;         // bytes data = 1
 constexpr uint8_t kSourceTag = (2 << 3) | 2;       // string source = 2
 constexpr uint8_t kRingVersionTag = (3 << 3) | 0;  // uint64 ring_version = 3
-
-void AppendVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-// Reads the bytes of a response's slices in order.
-class SliceCursor {
- public:
-  explicit SliceCursor(const std::vector<grpc::Slice>& slices)
-      : slices_(slices) {}
-  bool Byte(uint8_t* b) {
-    Skip0();
-    if (i_ >= slices_.size()) return false;
-    *b = slices_[i_].begin()[off_++];
-    return true;
-  }
-  bool Varint(uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;
-  }
-  // Copies `n` bytes to `out` (or skips them when out is null).
-  bool Take(uint64_t n, char* out) {
-    while (n > 0) {
-      Skip0();
-      if (i_ >= slices_.size()) return false;
-      const size_t k =
-          static_cast<size_t>(std::min<uint64_t>(n, slices_[i_].size() - off_));
-      if (out != nullptr) {
-        std::memcpy(out, slices_[i_].begin() + off_, k);
-        out += k;
-      }
-      off_ += k;
-      n -= k;
-    }
-    return true;
-  }
-  // Appends `n` bytes to `out` as sub-slices of the buffer's own (no copy).
-  bool TakeSlices(uint64_t n, std::vector<grpc::Slice>* out) {
-    while (n > 0) {
-      Skip0();
-      if (i_ >= slices_.size()) return false;
-      const size_t k =
-          static_cast<size_t>(std::min<uint64_t>(n, slices_[i_].size() - off_));
-      out->push_back(slices_[i_].sub(off_, off_ + k));
-      off_ += k;
-      n -= k;
-    }
-    return true;
-  }
-  bool done() {
-    Skip0();
-    return i_ >= slices_.size();
-  }
-
- private:
-  void Skip0() {
-    while (i_ < slices_.size() && off_ >= slices_[i_].size()) {
-      ++i_;
-      off_ = 0;
-    }
-  }
-  const std::vector<grpc::Slice>& slices_;
-  size_t i_ = 0;
-  size_t off_ = 0;
-};
 
 absl::Status Malformed(absl::string_view why) {
   return absl::InternalError(absl::StrCat("ReadBlock: ", why));

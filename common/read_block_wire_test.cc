@@ -8,25 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "common/wire_testing.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
 
 namespace larder {
 namespace {
 
-// `bytes` as gRPC would hand them over: split into slices of `piece` bytes.
-std::vector<grpc::Slice> Sliced(const std::string& bytes, size_t piece) {
-  std::vector<grpc::Slice> out;
-  for (size_t at = 0; at < bytes.size(); at += piece)
-    out.emplace_back(bytes.data() + at, std::min(piece, bytes.size() - at));
-  return out;
-}
-
-std::string Data(size_t n) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i * 131 + 7);
-  return s;
-}
+using ::larder::testing::Data;
+using ::larder::testing::Sliced;
 
 TEST(ReadBlockWireTest, WhatTheWorkerWritesIsAReadBlockResponse) {
   for (uint64_t ring : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 40}) {

@@ -2,15 +2,19 @@
 #include "common/thread_pool.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 
 #include "absl/synchronization/blocking_counter.h"
 
 namespace larder {
 
-ThreadPool::ThreadPool(int threads, std::string name) : name_(std::move(name)) {
+ThreadPool::ThreadPool(int threads, std::string name, int nice)
+    : name_(std::move(name)), nice_(nice) {
   threads = std::max(1, threads);
   threads_.reserve(threads);
   for (int i = 0; i < threads; ++i) {
@@ -44,6 +48,15 @@ size_t ThreadPool::queued() const {
 }
 
 void ThreadPool::Loop() {
+  // Relative to the process's own (a worker an operator started at nice 5
+  // runs these at 5 + nice_). Raising one's nice value needs no privilege;
+  // failing leaves the thread at the process's priority.
+  if (nice_ > 0) {
+    const id_t tid = static_cast<id_t>(gettid());
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(19, now + nice_));
+  }
   for (;;) {
     std::function<void()> task;
     {

@@ -27,7 +27,10 @@ namespace larder {
 
 class ThreadPool {
  public:
-  ThreadPool(int threads, std::string name);
+  // `nice` > 0 runs the pool's threads at that lower CPU priority (Linux's
+  // per-thread nice value, which the threads they start inherit): work that
+  // must yield the CPU to more urgent work of the same process.
+  ThreadPool(int threads, std::string name, int nice = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -49,6 +52,7 @@ class ThreadPool {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
   const std::string name_;
+  const int nice_;
 };
 
 // fn(0), ..., fn(n - 1) on the calling thread and up to pool.threads() of

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/read_block_wire.h"
 #include "common/status_macros.h"
+#include "common/write_part_wire.h"
 #include "common/write_parts.h"
 
 namespace larder {
@@ -275,12 +276,13 @@ grpc::ServerUnaryReactor* DataService::GetStats(
 // writer asks this worker to keep, and uploads it when asked. Deletes itself
 // in OnDone.
 class WritePartReactor final
-    : public grpc::ServerReadReactor<v1::WritePartRequest> {
+    : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   WritePartReactor(DataService* service, grpc::CallbackServerContext* context,
-                   v1::WritePartResponse* response)
+                   grpc::ByteBuffer* response)
       : service_(service), response_(response) {
-    if (service_->staging_ == nullptr || service_->uploads_ == nullptr) {
+    if (service_->staging_ == nullptr || service_->uploads_ == nullptr ||
+        service_->intake_ == nullptr) {
       Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                           "this worker takes no writes"));
       return;
@@ -301,32 +303,17 @@ class WritePartReactor final
       Complete();
       return;
     }
-    if (!have_header_) {
-      if (!request_.has_header()) {
-        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "WritePart: the first message has no header"));
+    // The message is parsed and its data copied into the part on the
+    // writes' own threads, which run at a lower priority than gRPC's: those
+    // serve the reads too, and a save's bytes must not delay them.
+    service_->intake_->Schedule([this] {
+      if (grpc::Status st = Take(); !st.ok()) {
+        Done(st);
         return;
       }
-      header_ = request_.header();
-      if (absl::Status st = Accept(); !st.ok()) {
-        Done(ToGrpcStatus(st));
-        return;
-      }
-      have_header_ = true;
-    } else if (request_.has_header()) {
-      Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "WritePart: a second header"));
-      return;
-    }
-    if (request_.data().size() > header_.size() - data_->size()) {
-      Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("WritePart: more data than the part's ",
-                                     header_.size(), " bytes")));
-      return;
-    }
-    data_->append(request_.data());
-    request_.Clear();
-    StartRead(&request_);
+      request_.Clear();
+      StartRead(&request_);
+    });
   }
 
   void OnDone() override {
@@ -335,6 +322,39 @@ class WritePartReactor final
   }
 
  private:
+  // One message of the stream: the header (first message only), then data,
+  // appended to the part without protobuf's copy (write_part_wire.h).
+  grpc::Status Take() {
+    std::vector<grpc::Slice> slices;
+    if (!request_.Dump(&slices).ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "WritePart: an undecodable message");
+    }
+    WritePartMessage m;
+    if (absl::Status st = ParseWritePartRequest(slices, &m); !st.ok())
+      return ToGrpcStatus(st);
+    if (!have_header_) {
+      if (!m.has_header) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "WritePart: the first message has no header");
+      }
+      header_ = std::move(m.header);
+      if (absl::Status st = Accept(); !st.ok()) return ToGrpcStatus(st);
+      have_header_ = true;
+    } else if (m.has_header) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "WritePart: a second header");
+    }
+    if (m.data_size > header_.size() - data_->size()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("WritePart: more data than the part's ",
+                                       header_.size(), " bytes"));
+    }
+    for (absl::string_view piece : m.data)
+      data_->append(piece.data(), piece.size());
+    return grpc::Status::OK;
+  }
+
   // Checks the header against the worker's mount and the caller's rights,
   // and reserves the part's bytes.
   absl::Status Accept() {
@@ -414,6 +434,10 @@ class WritePartReactor final
   // next part finds it free (OnDone runs after the client has the answer).
   void Done(const grpc::Status& status) {
     ReleaseBudget();
+    if (status.ok()) {
+      grpc::Slice slice(out_.SerializeAsString());
+      *response_ = grpc::ByteBuffer(&slice, 1);
+    }
     Finish(status);
   }
   void ReleaseBudget() {
@@ -448,7 +472,7 @@ class WritePartReactor final
         std::vector<uint64_t> done = service_->SendKept(*address, h, *blocks);
         absl::MutexLock lock(&kept_mu);
         for (uint64_t index : done)
-          (*response_->mutable_kept_elsewhere())[index] = *address;
+          (*out_.mutable_kept_elsewhere())[index] = *address;
       });
     }
     absl::StatusOr<UploadedPart> p = UploadedPart{};
@@ -469,20 +493,21 @@ class WritePartReactor final
     if (header_.upload()) {
       service_->metrics_->write_bytes.Increment(
           static_cast<double>(data_->size()));
-      v1::UploadedPart* out = response_->mutable_part();
+      v1::UploadedPart* out = out_.mutable_part();
       out->set_number(p->number);
       out->set_offset(p->offset);
       out->set_size(p->size);
       out->set_token(std::move(p->token));
     }
-    response_->set_kept_blocks(kept);
+    out_.set_kept_blocks(kept);
     return absl::OkStatus();
   }
 
   DataService* const service_;
-  v1::WritePartResponse* const response_;
+  grpc::ByteBuffer* const response_;
+  v1::WritePartResponse out_;
   Caller caller_;
-  v1::WritePartRequest request_;
+  grpc::ByteBuffer request_;
   v1::WritePartHeader header_;
   bool have_header_ = false;
   // The part's bytes; its kept blocks share it (WriteStaging::Block).
@@ -491,8 +516,8 @@ class WritePartReactor final
   std::shared_ptr<UnderStore> store_;
 };
 
-grpc::ServerReadReactor<v1::WritePartRequest>* DataService::WritePart(
-    grpc::CallbackServerContext* context, v1::WritePartResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* DataService::WritePart(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new WritePartReactor(this, context, response);
 }
 
@@ -567,7 +592,7 @@ std::vector<uint64_t> DataService::SendKept(
     header.set_size(block.size);
     header.add_keep_blocks(index);
     absl::StatusOr<v1::WritePartResponse> r =
-        peer.WritePart(header, block.bytes());
+        peer.WritePart(header, block.bytes(), block.part);
     if (!r.ok()) {
       LARDER_LOG(WARNING, "write.forward")
           .Field("to", address)

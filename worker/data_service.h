@@ -38,8 +38,9 @@
 namespace larder {
 
 class DataService final
-    : public v1::WorkerData::WithRawCallbackMethod_ReadBlock<
-          v1::WorkerData::CallbackService> {
+    : public v1::WorkerData::WithRawCallbackMethod_WritePart<
+          v1::WorkerData::WithRawCallbackMethod_ReadBlock<
+              v1::WorkerData::CallbackService>> {
  public:
   static constexpr size_t kMinChunkBytes = 64 << 10;
   static constexpr size_t kMaxChunkBytes = 4 << 20;
@@ -84,17 +85,24 @@ class DataService final
   // PublishWrite send the blocks they own, when `peers` lists them (both
   // may be null: a standalone worker sends nothing). All must outlive the
   // service.
+  // `intake` parses WritePart's messages and copies their data (not gRPC's
+  // threads, which the reads share); it must not be `uploads`, whose tasks
+  // wait for other workers' intake.
   void EnableWrites(WriteStaging* staging, ThreadPool* uploads,
+                    ThreadPool* intake,
                     std::shared_ptr<const ChannelFactory> channels,
                     PeerSet* peers) {
     staging_ = staging;
     uploads_ = uploads;
+    intake_ = intake;
     channels_ = std::move(channels);
     peers_ = peers;
   }
-  grpc::ServerReadReactor<v1::WritePartRequest>* WritePart(
+  // Raw (write_part_wire.h): requests are parsed without protobuf's copy
+  // of their data, the response is a serialized WritePartResponse.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* WritePart(
       grpc::CallbackServerContext* context,
-      v1::WritePartResponse* response) override;
+      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* PublishWrite(
       grpc::CallbackServerContext* context,
       const v1::PublishWriteRequest* request,
@@ -116,6 +124,7 @@ class DataService final
   WriteStaging* staging_ = nullptr;
   PeerSet* peers_ = nullptr;
   ThreadPool* uploads_ = nullptr;
+  ThreadPool* intake_ = nullptr;
   std::shared_ptr<const ChannelFactory> channels_;
   BlockStore* const store_;
   WorkerMetrics* const metrics_;

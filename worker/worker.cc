@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/ascii.h"
@@ -60,8 +61,13 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
       w->mounts_.get(), &w->ring_version_);
   w->staging_ =
       std::make_unique<WriteStaging>(w->store_.get(), w->options_.writes);
-  w->upload_executor_ =
-      std::make_unique<ThreadPool>(w->options_.upload_threads, "larder-upload");
+  const int write_nice = std::clamp(w->options_.write_nice, 0, 19);
+  w->upload_executor_ = std::make_unique<ThreadPool>(
+      w->options_.upload_threads, "larder-upload", write_nice);
+  // Each message is a copy of at most a few MiB: a few threads keep up with
+  // many writers.
+  w->intake_executor_ = std::make_unique<ThreadPool>(
+      std::max(2, w->options_.upload_threads / 4), "larder-intake", write_nice);
   if (!w->options_.master.empty()) {
     // The workers that writes may send blocks to: the master's ring.
     LARDER_ASSIGN_OR_RETURN(
@@ -78,7 +84,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
         &w->ring_version_);
   }
   w->service_->EnableWrites(w->staging_.get(), w->upload_executor_.get(),
-                            channels, w->peers_.get());
+                            w->intake_executor_.get(), channels,
+                            w->peers_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(w->options_.listen, creds, &w->grpc_port_);
@@ -183,6 +190,7 @@ void Worker::Shutdown() {
   if (short_circuit_) short_circuit_->Stop();
   rpc_executor_.reset();
   upload_executor_.reset();
+  intake_executor_.reset();
   if (store_) store_->Shutdown();
   ops_.reset();
   LARDER_LOG(INFO, "worker.stopped");

@@ -52,6 +52,10 @@ struct WorkerOptions {
   int rpc_threads = 64;
   // Writes: parts uploaded at once, and the bytes held for them.
   int upload_threads = 16;
+  // How much lower than the worker's own the CPU priority of the work of
+  // writes is (nice steps: receiving parts, uploading, publishing), so that a
+  // checkpoint's save yields the CPU to the dataset's reads. 0 = the same.
+  int write_nice = 10;
   WriteStagingOptions writes;
   // How long in-flight RPCs may run on after a shutdown request. Default 30 s.
   absl::Duration shutdown_grace = absl::Seconds(30);
@@ -106,6 +110,7 @@ class Worker {
   std::unique_ptr<WriteStaging> staging_;
   std::unique_ptr<PeerSet> peers_;  // With a master.
   std::unique_ptr<ThreadPool> upload_executor_;
+  std::unique_ptr<ThreadPool> intake_executor_;  // WritePart's messages.
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetadataService> metadata_;  // With a master.
   std::unique_ptr<ShortCircuitServer> short_circuit_;

@@ -81,7 +81,8 @@ class WritesTest : public ::testing::Test {
         peer_blocks_.get(), WriteStagingOptions{.max_bytes = 8 * kBlock});
     peer_service_ = std::make_unique<DataService>(
         peer_blocks_.get(), &peer_metrics_, &pool_, auth_.get(), &mounts_);
-    peer_service_->EnableWrites(peer_staging_.get(), &pool_, nullptr, nullptr);
+    peer_service_->EnableWrites(peer_staging_.get(), &pool_, &peer_intake_,
+                                nullptr, nullptr);
     peer_server_ = Serve(peer_service_.get(), &peer_port_);
     ASSERT_NE(peer_server_, nullptr);
     // The ring the first worker learns from "the master": the peer alone.
@@ -98,8 +99,8 @@ class WritesTest : public ::testing::Test {
     ASSERT_TRUE(channels.ok()) << channels.status();
     service_ = std::make_unique<DataService>(blocks_.get(), &metrics_, &pool_,
                                              auth_.get(), &mounts_);
-    service_->EnableWrites(staging_.get(), &pool_, std::move(*channels),
-                           peers_.get());
+    service_->EnableWrites(staging_.get(), &pool_, &intake_,
+                           std::move(*channels), peers_.get());
     server_ = Serve(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
     admin_ = Connect("admin");
@@ -162,6 +163,8 @@ class WritesTest : public ::testing::Test {
   std::unique_ptr<BlockStore> blocks_;
   std::unique_ptr<WriteStaging> staging_;
   ThreadPool pool_{8, "writes-test"};
+  ThreadPool intake_{2, "writes-intake"};
+  ThreadPool peer_intake_{2, "peer-intake"};
   WorkerMetrics peer_metrics_;
   std::unique_ptr<BlockStore> peer_blocks_;
   std::unique_ptr<WriteStaging> peer_staging_;
