@@ -40,9 +40,10 @@ ABSL_FLAG(std::string, master, "",
           "Master address host:port, or the masters of an HA cluster "
           "a:7060,b:7060,c:7060 (default: $LARDER_MASTER, else "
           "127.0.0.1:7060).");
-ABSL_FLAG(std::string, mount_block_size,
-          larder::BytesFlagText(larder::kDefaultBlockSize),
-          "mount: block size of the new mount.");
+ABSL_FLAG(std::string, mount_block_size, "",
+          "mount: block size of the new mount (default: 4MiB, 8MiB with "
+          "--writable: a write's 8 MiB upload parts are then one block "
+          "each).");
 ABSL_FLAG(absl::Duration, metadata_ttl, larder::kDefaultMetadataTtl,
           "mount: how long stat/list results are cached.");
 ABSL_FLAG(bool, writable, false,
@@ -265,16 +266,19 @@ absl::Status RunMount(const std::vector<std::string>& args) {
   v1::AddMountRequest req;
   req.mutable_mount()->set_path(args[0]);
   req.mutable_mount()->set_uri(args[1]);
-  LARDER_ASSIGN_OR_RETURN(uint64_t bs,
-                          ParseBytes(absl::GetFlag(FLAGS_mount_block_size)));
-  // The master checks the range; 0 would be its "default" (4 MiB), which
-  // is not what `--mount_block_size=0` asks for.
-  if (bs == 0) {
-    return absl::InvalidArgumentError(
-        "--mount_block_size: 0 is not a block size (4KiB to 1GiB; leave the "
-        "flag out for 4MiB)");
+  // Left out: 0, the master's default for the mount (DefaultBlockSize).
+  if (const std::string text = absl::GetFlag(FLAGS_mount_block_size);
+      !text.empty()) {
+    LARDER_ASSIGN_OR_RETURN(uint64_t bs, ParseBytes(text));
+    // The master checks the range; 0 would be its default, which is not
+    // what `--mount_block_size=0` asks for.
+    if (bs == 0) {
+      return absl::InvalidArgumentError(
+          "--mount_block_size: 0 is not a block size (4KiB to 1GiB; leave "
+          "the flag out for 4MiB, 8MiB on a --writable mount)");
+    }
+    req.mutable_mount()->set_block_size(bs);
   }
-  req.mutable_mount()->set_block_size(bs);
   req.mutable_mount()->set_metadata_ttl_ms(static_cast<uint64_t>(
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_metadata_ttl))));
   req.mutable_mount()->set_writable(absl::GetFlag(FLAGS_writable));

@@ -29,6 +29,15 @@ namespace larder {
 
 // Default block size of a mount: 4 MiB.
 inline constexpr uint64_t kDefaultBlockSize = 4ull << 20;
+// Default block size of a writable mount: 8 MiB, the size of a write's
+// upload parts (write_parts.h), so that each part is one block and the
+// worker that uploads a part owns all of it. With 4 MiB blocks the second
+// block of a part mostly belongs to another worker and goes there over the
+// network during the save (20% more worker CPU per GB saved, measured).
+inline constexpr uint64_t kDefaultWritableBlockSize = 8ull << 20;
+inline constexpr uint64_t DefaultBlockSize(bool writable) {
+  return writable ? kDefaultWritableBlockSize : kDefaultBlockSize;
+}
 // The block sizes a mount may have: 4 KiB to 1 GiB.
 inline constexpr uint64_t kMinBlockSize = 4096;
 inline constexpr uint64_t kMaxBlockSize = 1ull << 30;

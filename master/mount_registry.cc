@@ -108,7 +108,12 @@ std::string MountDifference(const v1::MountEntry& have,
 absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
   LARDER_ASSIGN_OR_RETURN(std::string path, NormalizeClusterPath(entry.path()));
   entry.set_path(path);
-  if (entry.block_size() == 0) entry.set_block_size(kDefaultBlockSize);
+  // Not given: the default for a new mount, and whatever an existing mount
+  // of the path has (a start-up script that names no block size stays
+  // idempotent across a change of the default).
+  const bool default_block_size = entry.block_size() == 0;
+  if (default_block_size)
+    entry.set_block_size(DefaultBlockSize(entry.writable()));
   if (entry.metadata_ttl_ms() == 0) {
     entry.set_metadata_ttl_ms(
         static_cast<uint64_t>(absl::ToInt64Milliseconds(kDefaultMetadataTtl)));
@@ -127,6 +132,7 @@ absl::StatusOr<v1::MountTable> MountRegistry::Add(v1::MountEntry entry) {
     if (m.path() == path) {
       // The same mount again is done already (idempotent start-up
       // scripts); another one on its path is a conflict.
+      if (default_block_size) entry.set_block_size(m.block_size());
       if (google::protobuf::util::MessageDifferencer::Equals(m, entry))
         return mounts_.table();
       return absl::AlreadyExistsError(absl::StrCat(

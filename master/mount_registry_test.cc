@@ -45,6 +45,34 @@ TEST(MountRegistryTest, AddResolveRemoveAndSurviveRestart) {
   EXPECT_EQ((*r)->Get().version(), 3u);
 }
 
+TEST(MountRegistryTest, AWritableMountHasBlocksOfItsUploadParts) {
+  testing::TempDir dir;
+  auto r = MountRegistry::Open(dir.path());
+  ASSERT_TRUE(r.ok()) << r.status();
+  v1::MountEntry ckpt = Entry("/ckpt", "file:///tmp");
+  ckpt.set_writable(true);
+  auto t = (*r)->Add(ckpt);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->mounts(0).block_size(), 8u << 20);
+  // Named, it is what was asked.
+  v1::MountEntry small = Entry("/small", "file:///tmp");
+  small.set_writable(true);
+  small.set_block_size(1 << 20);
+  t = (*r)->Add(small);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->mounts(1).block_size(), 1u << 20);
+  // The same mount again without a block size is the mount that is there
+  // (as a mount made under an older default is), not a conflict; with
+  // another block size it is one.
+  EXPECT_TRUE((*r)->Add(small).ok());
+  small.set_block_size(0);
+  t = (*r)->Add(small);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->version(), 2u);
+  small.set_block_size(2 << 20);
+  EXPECT_EQ((*r)->Add(small).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
 TEST(MountRegistryTest, PrefixesOfMountPathsAreVirtualDirectories) {
   testing::TempDir dir;
   auto r = MountRegistry::Open(dir.path());
