@@ -37,7 +37,9 @@ Tools (--tools, in this order within each round):
            readers loop over a warm dataset (--busy_files files of 1 MiB on
            a file:// mount, read once first so every block is cached) for
            --busy_seconds alone, then again while the ranks save their
-           shards through Larder as above. Rows: "reads alone", "reads
+           shards through Larder as above (with --busy_save direct, the
+           control: plain multipart uploads of the same shards to the same
+           store, Larder out of the save's way). Rows: "reads alone", "reads
            during" (the readers' MB/s) and "save during" (the save's).
 
 Columns: wall seconds of the phase (from starting the rank processes to the
@@ -53,7 +55,8 @@ tools: see bench/README.md).
       [--tools aws,s3fs,direct,larder,busy] [--s3rvers 1]
       [--direct_parallel 10,32] [--larder_reader python|cat]
       [--parallel_writes 8] [--busy_readers 2] [--busy_files 256]
-      [--busy_seconds 15] [--drop_caches] [--dir /tmp] [--keep]
+      [--busy_seconds 15] [--busy_save larder|direct] [--drop_caches]
+      [--dir /tmp] [--keep]
       [--aws /usr/bin/aws] [--s3fs /usr/bin/s3fs] [--node node]
       [--store_cpus 8-15 --node_cpus 0-7] [--worker_flags=--flag=value,...]
 
@@ -475,7 +478,9 @@ def larder_cluster(env):
     c.start()
     host_port = env.endpoint.split("//", 1)[1]
     c.mount("/ckpt", f"s3://{env.bucket}/larder?endpoint=http://{host_port}"
-            "&region=us-east-1&path_style=true", "--writable")
+            "&region=us-east-1&path_style=true", "--writable",
+            *([f"--mount_block_size={env.args.ckpt_block_size}"]
+              if env.args.ckpt_block_size else []))
     env.state["larder"] = c
     return c
 
@@ -667,10 +672,18 @@ def busy_rows(env):
     cpu_readers = sum(proc_cpu(p.pid) for p in procs)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     during_counts = counters()
+    if a.busy_save == "direct":
+        # The control: the same bytes to the same store from the same cores,
+        # with Larder out of the save's way (aws-cli's 10 parts in flight).
+        cmds = [[PYTHON, "-c", DIRECT_PUT, env.endpoint, env.bucket,
+                 f"busy-direct/shard-{r}", env.shards[r], "10", str(8 << 20)]
+                for r in range(env.ranks)]
+    else:
+        cmds = [larder_cp(env, c, env.shards[r], ckpt[r], r)
+                for r in range(env.ranks)]
     try:
-        save = env.measure("save", "during", env.save_bytes(), lambda: env.run_ranks(
-            [larder_cp(env, c, env.shards[r], ckpt[r], r)
-             for r in range(env.ranks)], env=e)[0])
+        save = env.measure("save", "during", env.save_bytes(),
+                           lambda: env.run_ranks(cmds, env=e)[0])
     finally:
         cpu_workers = sum(proc_cpu(p) for p in workers) - cpu_workers
         cpu_readers = sum(proc_cpu(p.pid) for p in procs) - cpu_readers
@@ -683,7 +696,8 @@ def busy_rows(env):
     during = Row("reads", "during", during_s, during_bytes, save.delta,
                  save.s3rver_cpu)
     env.state.setdefault("busy_notes", []).append(
-        f"busy round {env.round + 1}: dataset reads during the save at "
+        f"busy round {env.round + 1}: dataset reads during the "
+        f"{'direct ' if a.busy_save == 'direct' else ''}save at "
         f"{during_bytes / during_s / 1e6:.0f} MB/s, alone "
         f"{alone_bytes / alone_s / 1e6:.0f} MB/s: "
         f"{100 * (1 - (during_bytes / during_s) / (alone_bytes / alone_s)):.1f}% slower; "
@@ -799,7 +813,13 @@ def main():
                     help="extra `larder worker` flags, comma-separated")
     ap.add_argument("--busy_readers", type=int, default=2)
     ap.add_argument("--busy_files", type=int, default=256)
+    ap.add_argument("--ckpt_block_size", default="",
+                    help="block size of the /ckpt mount (e.g. 8MiB; default "
+                    "the cluster's)")
     ap.add_argument("--busy_seconds", type=float, default=15)
+    ap.add_argument("--busy_save", choices=("larder", "direct"), default="larder",
+                    help="what saves during the busy rows: `larder cp` per rank, "
+                    "or (the control) plain multipart uploads to the same store")
     ap.add_argument("--drop_caches", action="store_true",
                     help="echo 3 > /proc/sys/vm/drop_caches before each restore")
     ap.add_argument("--dir", default=None, help="parent of the work directory")
