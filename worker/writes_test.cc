@@ -5,6 +5,7 @@
 // what they refuse, and WriteStaging's budget.
 #include "worker/writes.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/worker_client.h"
+#include "common/write_part_wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/master.pb.h"
@@ -256,6 +258,94 @@ TEST_F(WritesTest, MalformedPartsAreRefused) {
   EXPECT_EQ(staging_->writes(), 0u);
   // A stream with no header at all.
   EXPECT_EQ(admin_->WritePart(H(), "").status().code(), kBad);
+}
+
+// One WritePart call of raw messages, as a client that does not use
+// protobuf (or means harm) may send them; returns the call's status.
+class RawWritePartCall final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RawWritePartCall(std::vector<std::string> messages)
+      : messages_(std::move(messages)) {}
+
+  grpc::Status Run(grpc::GenericStub& stub) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    stub.PrepareBidiStreamingCall(&ctx, "/larder.v1.WorkerData/WritePart",
+                                  grpc::StubOptions(), this);
+    StartRead(&in_);
+    Next();
+    StartCall();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return status_;
+  }
+  void OnWriteDone(bool ok) override {
+    if (ok) Next();
+  }
+  void OnDone(const grpc::Status& s) override {
+    absl::MutexLock lock(&mu_);
+    status_ = s;
+    done_ = true;
+  }
+
+ private:
+  void Next() {
+    if (next_ == messages_.size()) {
+      StartWritesDone();
+      return;
+    }
+    grpc::Slice slice(messages_[next_++]);
+    out_ = grpc::ByteBuffer(&slice, 1);
+    StartWrite(&out_);
+  }
+
+  const std::vector<std::string> messages_;
+  size_t next_ = 0;  // Touched by Next only, which gRPC serializes.
+  grpc::ByteBuffer out_, in_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(WritesTest, MalformedRawMessagesAreRefusedAndHoldNothing) {
+  const std::string data = Pattern(kBlock, 4);
+  v1::WriteHandle h = Begin("raw.pt");
+  const v1::WritePartHeader header = Part(h, data.size());
+  SecurityOptions so;
+  so.token_file = dir_.path() + "/admin";
+  auto f = ChannelFactory::Create(so);
+  ASSERT_TRUE(f.ok()) << f.status();
+  grpc::GenericStub stub(
+      (*f)->Channel(Address(port_), grpc::ChannelArguments()));
+  auto refused = [&](std::vector<std::string> messages) {
+    grpc::Status st = RawWritePartCall(std::move(messages)).Run(stub);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << st.error_message();
+    return st.error_message();
+  };
+  const std::string first =
+      WritePartRequestHead(&header, 100) + data.substr(0, 100);
+  using ::testing::HasSubstr;
+  EXPECT_THAT(refused({"\xff\xff\xff"}), HasSubstr("truncated"));
+  EXPECT_THAT(refused({WritePartRequestHead(nullptr, 3) + "abc"}),
+              HasSubstr("the first message has no header"));
+  EXPECT_THAT(refused({first, first}), HasSubstr("a second header"));
+  EXPECT_THAT(
+      refused({WritePartRequestHead(&header, 100) + data.substr(0, 50)}),
+      HasSubstr("runs past the message"));
+  EXPECT_THAT(refused({WritePartRequestHead(&header, data.size()) + data,
+                       WritePartRequestHead(nullptr, 1) + "x"}),
+              HasSubstr("more data than the part's"));
+  EXPECT_THAT(refused({first}), HasSubstr("the stream ended after 100"));
+  // Nothing kept and no budget held after all that; a good part still goes.
+  EXPECT_EQ(staging_->bytes(), 0u);
+  EXPECT_EQ(staging_->writes(), 0u);
+  grpc::Status ok =
+      RawWritePartCall({WritePartRequestHead(&header, data.size()) + data})
+          .Run(stub);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
 }
 
 TEST_F(WritesTest, ThePartBudgetIsBounded) {
