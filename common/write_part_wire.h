@@ -40,7 +40,8 @@ std::string WritePartRequestHead(const v1::WritePartHeader* header,
                                  uint64_t data_len);
 
 // One WritePartRequest, parsed out of its slices: the header when it has
-// one, and its data as views of the slices (which must outlive them).
+// one, and its data as views of the slices, which must outlive them and
+// stay where they are (a short slice holds its bytes inside itself).
 struct WritePartMessage {
   bool has_header = false;
   v1::WritePartHeader header;
