@@ -28,6 +28,9 @@ if [ ! -f "$kit/COMMIT" ] || [ "$kit_archive" -nt "$kit/COMMIT" ]; then
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
       "$kit_archive" "$kit"
   fi
+  # tar gives COMMIT the archive's own (older) time: without this every
+  # call would unpack the kit again, and lose what was put beside it.
+  touch "$kit/COMMIT"
 fi
 export PATH="$kit/bin:$PATH"
 export LD_LIBRARY_PATH="$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
