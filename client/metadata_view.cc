@@ -224,7 +224,7 @@ absl::StatusOr<T> MetadataView::FetchOrStale(
     if (!IsStoreError(r.status())) {
       NoteMasterDown(now);
       // Nothing learnt of the store: if this was its try, another tries.
-      if (!mount.empty()) store_pause_.Abandoned(mount);
+      if (!mount.empty()) store_pause_.Abandoned(mount, now);
     } else if (!mount.empty()) {
       store_pause_.Failed(mount, now, absl::Now(), r.status());
     }

@@ -43,9 +43,12 @@ void OutagePause::Succeeded(const std::string& key) {
   down_.erase(key);
 }
 
-void OutagePause::Abandoned(const std::string& key) {
+void OutagePause::Abandoned(const std::string& key, absl::Time started) {
   absl::MutexLock lock(&mu_);
-  if (auto it = down_.find(key); it != down_.end()) it->second.trying = false;
+  if (auto it = down_.find(key); it != down_.end() && it->second.trying &&
+                                 it->second.trying_since == started) {
+    it->second.trying = false;
+  }
 }
 
 size_t OutagePause::outages() const {

@@ -18,7 +18,7 @@
 //     return o->why;                        // Down: not asked.
 //   absl::StatusOr<T> r = AskTheStore();
 //   if (IsOutage(r.status())) pause.Failed(mount, now, r.status());
-//   else pause.Succeeded(mount);            // Or Abandoned: it did not say.
+//   else pause.Succeeded(mount);            // Or Abandoned(mount, now).
 //
 // Thread-safe.
 #ifndef LARDER_COMMON_OUTAGE_PAUSE_H_
@@ -63,9 +63,11 @@ class OutagePause {
               const absl::Status& why);
   // The thing answered (with any answer but an outage): the outage is over.
   void Succeeded(const std::string& key);
-  // A try that learned nothing of the thing (its caller failed before it
-  // asked): the next caller tries instead.
-  void Abandoned(const std::string& key);
+  // The try that began at `started` (the time given to Check) learned
+  // nothing of the thing (its caller failed before it asked): the next
+  // caller tries instead. From a caller that was not the try (one that
+  // asked without Check, or while no pause held), nothing changes.
+  void Abandoned(const std::string& key, absl::Time started);
 
   // Keys in an outage now (for tests and metrics).
   size_t outages() const;

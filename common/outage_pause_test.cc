@@ -70,8 +70,11 @@ TEST(OutagePauseTest, ATryThatSaysNothingOrNeverReportsLetsAnotherTry) {
   options.try_timeout = absl::Seconds(60);
   OutagePause pause(options);
   pause.Failed("/m", At(0), At(0), absl::UnavailableError("down"));
-  EXPECT_FALSE(pause.Check("/m", At(1)).has_value());    // A try...
-  pause.Abandoned("/m");                                 // ...that did not ask.
+  EXPECT_FALSE(pause.Check("/m", At(1)).has_value());  // A try...
+  // Another caller, which was not the try, gives up: the try still holds.
+  pause.Abandoned("/m", At(0.9));
+  EXPECT_TRUE(pause.Check("/m", At(1.05)).has_value());
+  pause.Abandoned("/m", At(1));                          // ...that did not ask.
   EXPECT_FALSE(pause.Check("/m", At(1.1)).has_value());  // The next tries.
   EXPECT_TRUE(pause.Check("/m", At(30)).has_value());
   // That one never reported: after try_timeout, another caller tries.
