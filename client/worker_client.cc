@@ -272,14 +272,10 @@ class RawWriteReactor final
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    std::vector<grpc::Slice> slices;
-    std::string bytes;
-    if (response_.Dump(&slices).ok()) {
-      for (const grpc::Slice& sl : slices)
-        bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-    }
     absl::MutexLock lock(&mu_);
-    parsed_ = parsed_response_.ParseFromString(bytes);
+    parsed_ = grpc::SerializationTraits<v1::WritePartResponse>::Deserialize(
+                  &response_, &parsed_response_)
+                  .ok();
   }
   void OnDone(const grpc::Status& s) override {
     absl::MutexLock lock(&mu_);

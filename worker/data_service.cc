@@ -434,11 +434,11 @@ class WritePartReactor final
   // next part finds it free (OnDone runs after the client has the answer).
   void Done(const grpc::Status& status) {
     ReleaseBudget();
-    if (status.ok()) {
-      grpc::Slice slice(out_.SerializeAsString());
-      *response_ = grpc::ByteBuffer(&slice, 1);
-    }
-    Finish(status);
+    bool own_buffer;
+    Finish(status.ok()
+               ? grpc::SerializationTraits<v1::WritePartResponse>::Serialize(
+                     out_, response_, &own_buffer)
+               : status);
   }
   void ReleaseBudget() {
     if (reserved_ != 0) service_->staging_->Release(reserved_);
