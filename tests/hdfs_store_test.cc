@@ -6,6 +6,8 @@
 // redirects to places a client must not go, listings that never advance or
 // never end, trees deeper than a walk should follow. The behaviour every
 // backend shares is in understore_conformance_test.
+#include "understore/hdfs_store.h"
+
 #include <net/if.h>
 #include <netinet/in.h>
 
@@ -127,6 +129,98 @@ TEST(HdfsStoreTest, RemoteExceptionsMapToNamedErrors) {
       OpenUnderStore((*server)->Uri("data") + "&replication=3", Options());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("replication"));
+}
+
+// The namenode lists a directory's children in the order of their names'
+// bytes taken as signed (UTF-8 names first), and LISTSTATUS_BATCH's
+// startAfter follows that order: every name is listed once, at any batch
+// and page size, flat and recursive. (Compared as unsigned, a batch that
+// ended with a UTF-8 name dropped the ASCII names after it.)
+TEST(HdfsStoreTest, ListingsFollowTheNamenodesOrder) {
+  testing::WebHdfs::Options so;
+  so.batch = 1;
+  auto server = testing::WebHdfs::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::set<std::string> names = {"a.txt", "\xc3\xa9t\xc3\xa9.txt", "b",
+                                       "z", "\xe6\x97\xa5\xe6\x9c\xac.bin"};
+  for (const std::string& n : names)
+    ASSERT_TRUE((*server)->Put("data/" + n, n).ok());
+  auto store = OpenUnderStore((*server)->Uri("data"), Options());
+  ASSERT_TRUE(store.ok());
+  for (bool recursive : {false, true}) {
+    for (size_t page_size : {1, 2, 1000}) {
+      std::multiset<std::string> seen;
+      absl::Status st = ListAll(
+          **store, "", recursive,
+          [&](const ObjectInfo& e) {
+            seen.insert(e.path);
+            return absl::OkStatus();
+          },
+          page_size);
+      ASSERT_TRUE(st.ok()) << st;
+      EXPECT_EQ(seen, std::multiset<std::string>(names.begin(), names.end()))
+          << "recursive " << recursive << ", page size " << page_size;
+    }
+  }
+  EXPECT_TRUE(webhdfs::NameAfter("a", "\xc3\xa9"));
+  EXPECT_FALSE(webhdfs::NameAfter("\xc3\xa9", "a"));
+  EXPECT_TRUE(webhdfs::NameAfter("ab", "a"));
+  EXPECT_FALSE(webhdfs::NameAfter("a", "a"));
+}
+
+// A namenode before Hadoop 2.8 does not know LISTSTATUS_BATCH and says so
+// with a 400 IllegalArgumentException: listings fall back to LISTSTATUS.
+TEST(HdfsStoreTest, NamenodesWithoutBatchListingsAreListedWhole) {
+  testing::WebHdfs::Options so;
+  so.old_namenode = true;
+  auto server = testing::WebHdfs::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const char* f : {"d/a", "d/b", "d/sub/c"})
+    ASSERT_TRUE((*server)->Put(f, f).ok());
+  auto store = OpenUnderStore((*server)->Uri("d"), Options());
+  ASSERT_TRUE(store.ok());
+  for (bool recursive : {false, true}) {
+    std::vector<std::string> seen;
+    absl::Status st = ListAll(
+        **store, "", recursive,
+        [&](const ObjectInfo& e) {
+          seen.push_back(e.path);
+          return absl::OkStatus();
+        },
+        1);
+    ASSERT_TRUE(st.ok()) << st;
+    const std::vector<std::string> want =
+        recursive ? std::vector<std::string>{"a", "b", "sub/c"}
+                  : std::vector<std::string>{"a", "b", "sub"};
+    EXPECT_EQ(seen, want);
+  }
+}
+
+// WebHDFS answers a standby namenode's StandbyException with 403, as it
+// does every IOException: it is retried (Unavailable), not taken for a
+// denied permission.
+TEST(HdfsStoreTest, AStandbyNamenodeIsUnavailableNotADenial) {
+  testing::WebHdfs::Options so;
+  so.standby = 2;
+  auto server = testing::WebHdfs::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Put("d/f", "abc").ok());
+  auto store = OpenUnderStore((*server)->Uri("d"), Options());
+  ASSERT_TRUE(store.ok());
+  auto info = (*store)->Stat("f");  // Two standby answers, then the file.
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->size, 3u);
+
+  so.standby = 100;
+  server = testing::WebHdfs::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Put("d/f", "abc").ok());
+  store = OpenUnderStore((*server)->Uri("d"), Options());
+  ASSERT_TRUE(store.ok());
+  info = (*store)->Stat("f");
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable)
+      << info.status();
+  EXPECT_THAT(info.status().message(), HasSubstr("StandbyException"));
 }
 
 TEST(HdfsStoreTest, StoppedServerIsUnavailableThenRecovers) {

@@ -399,13 +399,18 @@ absl::StatusOr<size_t> FileStore::ReadRange(absl::string_view path,
                                             absl::string_view expected_version,
                                             uint64_t* object_size) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
-  LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_RDONLY));
+  // O_NONBLOCK: the open of a FIFO put (or swapped) under the root would
+  // otherwise wait for a writer forever; no effect on a regular file.
+  LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_RDONLY | O_NONBLOCK));
   absl::Cleanup close_fd = [fd] { ::close(fd); };
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "cannot stat", rel);
   if (S_ISDIR(st.st_mode))
     return absl::InvalidArgumentError(
         absl::StrCat("'", rel, "' is a directory"));
+  if (!S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", rel, "' is not a regular file"));
   const std::string version = VersionOf(st);
   if (!expected_version.empty() && version != expected_version) {
     return absl::FailedPreconditionError(

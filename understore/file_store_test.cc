@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <set>
 
 #include "absl/cleanup/cleanup.h"
@@ -224,6 +226,26 @@ TEST_F(FileStoreTest, ReadRangeAtOddOffsets) {
   EXPECT_EQ(
       store_->ReadRange("dir", 0, absl::MakeSpan(buf), "").status().code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// A FIFO under the root (made there, or swapped in for a file) is no
+// object: a read fails at once, named, instead of waiting for a writer.
+TEST_F(FileStoreTest, AFifoIsNotReadAndDoesNotHang) {
+  const std::string fifo = root_ + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto read = std::async(std::launch::async, [&] {
+    std::string buf(10, '\0');
+    return store_->ReadRange("pipe", 0, absl::MakeSpan(buf), "").status();
+  });
+  if (read.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Unblock the open so the test ends, then fail.
+    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    FAIL() << "the read of a FIFO hung";
+  }
+  absl::Status st = read.get();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("not a regular file"));
 }
 
 TEST_F(FileStoreTest, ChangedFileIsDetected) {

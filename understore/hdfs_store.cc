@@ -74,6 +74,13 @@ ObjectInfo FromFileStatus(const Struct& fs, std::string rel) {
 
 namespace webhdfs {
 
+bool NameAfter(absl::string_view name, absl::string_view after) {
+  return std::lexicographical_compare(
+      after.begin(), after.end(), name.begin(), name.end(), [](char a, char b) {
+        return static_cast<signed char>(a) < static_cast<signed char>(b);
+      });
+}
+
 absl::StatusOr<ObjectInfo> ParseFileStatus(const std::string& body,
                                            const std::string& rel,
                                            const std::string& shown) {
@@ -120,7 +127,8 @@ absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> ParseListing(
                        ": the namenode answered with an entry name that is "
                        "not one path component"));
     }
-    if (!after.empty() && name <= after) continue;  // LISTSTATUS fallback.
+    if (!after.empty() && !NameAfter(name, after))
+      continue;  // LISTSTATUS fallback.
     out.push_back(FromFileStatus(v.struct_value(), JoinStorePath(rel, name)));
   }
   return std::make_pair(std::move(out), more);
@@ -211,6 +219,11 @@ absl::Status HdfsStore::ErrorStatus(absl::string_view op,
   const long s = response.status;
   if (exception == "FileNotFoundException" || s == 404)
     return absl::NotFoundError(msg);
+  // WebHDFS answers every IOException with 403, a standby namenode's and
+  // one in safe mode included: those are named, and may be retried.
+  if (exception == "StandbyException" || exception == "RetriableException" ||
+      exception == "SafeModeException")
+    return absl::UnavailableError(msg);
   if (exception == "AccessControlException" || s == 403)
     return absl::PermissionDeniedError(msg);
   if (exception == "SecurityException" || s == 401)
@@ -218,9 +231,7 @@ absl::Status HdfsStore::ErrorStatus(absl::string_view op,
         absl::StrCat(msg,
                      " (set ?user= or HADOOP_USER_NAME, or "
                      "HDFS_DELEGATION_TOKEN)"));
-  if (exception == "StandbyException" || exception == "RetriableException" ||
-      s >= 500)
-    return absl::UnavailableError(msg);
+  if (s >= 500) return absl::UnavailableError(msg);
   if (s == 429) return absl::ResourceExhaustedError(msg);
   if (exception == "UnsupportedOperationException")
     return absl::UnimplementedError(msg);
@@ -279,9 +290,15 @@ absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> HdfsStore::ListBatch(
   absl::StatusOr<HttpResponse> r =
       Get(Url(rel, "LISTSTATUS_BATCH", extra), "list", rel, {}, {}, deadline);
   if (!r.ok()) {
-    if (r.status().code() != absl::StatusCode::kUnimplemented)
-      return r.status();
-    // Before Hadoop 2.8: one LISTSTATUS of the whole directory.
+    // Before Hadoop 2.8 the op does not exist: the namenode answers 400
+    // IllegalArgumentException ("No enum constant ...LISTSTATUS_BATCH");
+    // stand-ins may say UnsupportedOperationException.
+    const bool no_batch_op =
+        r.status().code() == absl::StatusCode::kUnimplemented ||
+        (r.status().code() == absl::StatusCode::kInvalidArgument &&
+         absl::StrContains(r.status().message(), "LISTSTATUS_BATCH"));
+    if (!no_batch_op) return r.status();
+    // Then: one LISTSTATUS of the whole directory.
     LARDER_ASSIGN_OR_RETURN(
         HttpResponse all,
         Get(Url(rel, "LISTSTATUS"), "list", rel, {}, {}, deadline));
@@ -301,7 +318,7 @@ absl::StatusOr<std::pair<std::vector<ObjectInfo>, bool>> HdfsStore::ListBatch(
           ? std::string()
           : std::string(absl::string_view(batch.first.back().path)
                             .substr(rel.empty() ? 0 : rel.size() + 1));
-  if (batch.first.empty() || last <= after) {
+  if (batch.first.empty() || !webhdfs::NameAfter(last, after)) {
     return absl::UnavailableError(absl::StrCat(
         "WebHDFS list of ", HdfsPath(rel), " at ", base_url_,
         ": the namenode's LISTSTATUS_BATCH after '", after,

@@ -86,6 +86,11 @@ namespace larder {
 // The JSON of WebHDFS answers, parsed (exposed for the randomized-input
 // tests). `rel` is the store path asked about.
 namespace webhdfs {
+// Whether `name` comes after `after` in the namenode's order of a
+// directory's children: bytes compared as signed (HDFS's
+// DFSUtilClient.compareBytes), so a UTF-8 name (first byte 0x80 or more)
+// sorts before every ASCII one. LISTSTATUS_BATCH's startAfter follows it.
+bool NameAfter(absl::string_view name, absl::string_view after);
 // A GETFILESTATUS answer. Errors: Internal (not JSON, no FileStatus).
 // `shown` is the path errors name.
 absl::StatusOr<ObjectInfo> ParseFileStatus(const std::string& body,

@@ -390,9 +390,10 @@ absl::StatusOr<ListPage> S3Store::List(absl::string_view dir,
         "S3 list of ", Describe(list_prefix), ": unexpected response body"));
   }
   const bool url_encoded = doc->ChildText("EncodingType") == "url";
+  // Form encoding, as S3 and MinIO write it: a space is '+', a '+' is %2B.
   auto decode = [&](absl::string_view text) -> std::string {
     if (!url_encoded) return std::string(text);
-    absl::StatusOr<std::string> d = PercentDecode(text);
+    absl::StatusOr<std::string> d = PercentDecode(text, /*plus_is_space=*/true);
     return d.ok() ? *d : std::string(text);
   };
 

@@ -80,17 +80,22 @@ absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
 absl::StatusOr<ObjectInfo> StatAsDirectory(UnderStore& store,
                                            const std::string& rel,
                                            absl::string_view what) {
-  ListOptions probe;
-  probe.page_size = 1;
-  LARDER_ASSIGN_OR_RETURN(ListPage page, store.List(rel, probe));
-  if (!rel.empty() && page.entries.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("stat of ", what, ": no such object or prefix"));
-  }
   ObjectInfo info;
   info.path = rel;
   info.is_dir = true;
-  return info;
+  // A folder's marker object ("dir/", as consoles and s3a make) sorts first
+  // under the prefix and is no entry: a page can come back empty with more
+  // to follow, so a few pages are looked at before "no such prefix".
+  ListOptions probe;
+  probe.page_size = 2;
+  for (int pages = 0; pages < kStatAsDirectoryPages; ++pages) {
+    LARDER_ASSIGN_OR_RETURN(ListPage page, store.List(rel, probe));
+    if (rel.empty() || !page.entries.empty()) return info;
+    if (page.next_page_token.empty()) break;
+    probe.page_token = std::move(page.next_page_token);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("stat of ", what, ": no such object or prefix"));
 }
 
 bool IsUploadTempName(absl::string_view name) {

@@ -245,7 +245,10 @@ absl::Status ListAll(UnderStore& store, absl::string_view dir, bool recursive,
 
 // Stat of a path that is not an object in an object store: a directory if
 // any object lies below it (for the root "": if it can be listed at all,
-// which also checks access). NotFound otherwise, naming `what`.
+// which also checks access). NotFound otherwise, naming `what`. Pages that
+// come back empty with more to follow (a folder marker "dir/" is not an
+// entry) are followed, up to kStatAsDirectoryPages.
+inline constexpr int kStatAsDirectoryPages = 4;
 absl::StatusOr<ObjectInfo> StatAsDirectory(UnderStore& store,
                                            const std::string& rel,
                                            absl::string_view what);

@@ -23,12 +23,13 @@ int HexValue(char c) {
 
 }  // namespace
 
-absl::StatusOr<std::string> PercentDecode(absl::string_view text) {
+absl::StatusOr<std::string> PercentDecode(absl::string_view text,
+                                          bool plus_is_space) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '%') {
-      out.push_back(text[i]);
+      out.push_back(plus_is_space && text[i] == '+' ? ' ' : text[i]);
       continue;
     }
     if (i + 2 >= text.size() || HexValue(text[i + 1]) < 0 ||

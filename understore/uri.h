@@ -35,8 +35,10 @@ struct StoreUri {
 // Errors: InvalidArgument, naming what is wrong.
 absl::StatusOr<StoreUri> ParseStoreUri(absl::string_view uri);
 
-// Decodes %XX escapes ('+' stays '+'). InvalidArgument on a bad escape.
-absl::StatusOr<std::string> PercentDecode(absl::string_view text);
+// Decodes %XX escapes ('+' stays '+', or becomes ' ' with plus_is_space,
+// as in form encoding). InvalidArgument on a bad escape.
+absl::StatusOr<std::string> PercentDecode(absl::string_view text,
+                                          bool plus_is_space = false);
 
 // Checks and normalizes a path relative to a store root: strips leading and
 // trailing '/', collapses "//". Returns InvalidArgument for "." or ".."

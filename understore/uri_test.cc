@@ -113,6 +113,13 @@ TEST(UriTest, FactoryS3DebugStringHasNoSecrets) {
   EXPECT_THAT(d, ::testing::Not(HasSubstr("AKIDVISIBLE1")));
 }
 
+TEST(UriTest, PercentDecodeKeepsOrSpacesPluses) {
+  EXPECT_EQ(*PercentDecode("a+b%2Bc%20d"), "a+b+c d");
+  // An S3 listing's keys with encoding-type=url: '+' is a space, %2B a '+'.
+  EXPECT_EQ(*PercentDecode("a+b%2Bc%20d", /*plus_is_space=*/true), "a b+c d");
+  EXPECT_FALSE(PercentDecode("bad%2", true).ok());
+}
+
 TEST(StorePathTest, Normalizes) {
   EXPECT_EQ(*NormalizeStorePath(""), "");
   EXPECT_EQ(*NormalizeStorePath("/"), "");

@@ -50,11 +50,21 @@
 #   --list-fault endless  LISTSTATUS_BATCH always brings one new file after
 #                         startAfter (f000000000, f000000001, ...) and
 #                         remainingEntries 1: a listing that never ends
+#   --old-namenode        no LISTSTATUS_BATCH: answered as Hadoop before 2.8
+#                         answers an op it does not know (400
+#                         IllegalArgumentException, "No enum constant ...")
+#   --standby N           the first N namenode requests are answered 403
+#                         StandbyException, as a standby namenode answers
+#
+# Children are listed in the namenode's order: names compared as signed
+# bytes (DFSUtilClient.compareBytes), so UTF-8 names sort before ASCII ones;
+# startAfter follows the same order.
 #
 #   webhdfs_server.py --root DIR --port P --datanode-port Q [--user U]
 #                     [--token T] [--batch 1000] [--deny /secret]
 #                     [--host 127.0.0.1] [--open-redirect URL]
-#                     [--list-fault repeat|empty|endless]
+#                     [--list-fault repeat|empty|endless] [--old-namenode]
+#                     [--standby N]
 #
 # --host is the IPv4 address both ports listen on and the datanode redirect
 # names (default 127.0.0.1).
@@ -71,6 +81,13 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ARGS = None
+STANDBY_LEFT = [0]
+STANDBY_LOCK = threading.Lock()
+
+
+def hdfs_order(name):
+    """The namenode's sort key of a child's name: its bytes, signed."""
+    return [b - 256 if b > 127 else b for b in name.encode()]
 
 
 def file_status(path, name):
@@ -132,6 +149,7 @@ class Handler(BaseHTTPRequestHandler):
             "PathIsNotEmptyDirectoryException":
                 "org.apache.hadoop.fs.PathIsNotEmptyDirectoryException",
             "IOException": "java.io.IOException",
+            "StandbyException": "org.apache.hadoop.ipc.StandbyException",
         }[exception]
         self.reply(code, {"RemoteException": {
             "exception": exception, "javaClassName": java, "message": message}})
@@ -183,6 +201,20 @@ class Handler(BaseHTTPRequestHandler):
             return self.error(400, "IllegalArgumentException",
                               "Invalid value for webhdfs parameter \"op\": "
                               "No enum constant %s for %s" % (op, self.command))
+        if not self.datanode:
+            with STANDBY_LOCK:
+                standby = STANDBY_LEFT[0] > 0
+                if standby:
+                    STANDBY_LEFT[0] -= 1
+            if standby:
+                return self.error(403, "StandbyException",
+                                  "Operation category READ is not supported "
+                                  "in state standby")
+        if ARGS.old_namenode and op == "LISTSTATUS_BATCH":
+            return self.error(400, "IllegalArgumentException",
+                              "Invalid value for webhdfs parameter \"op\": "
+                              "No enum constant org.apache.hadoop.hdfs.web."
+                              "resources.GetOpParam.Op.LISTSTATUS_BATCH")
         if ARGS.user is not None:
             ok = q.get("user.name") == ARGS.user or (
                 ARGS.token is not None and q.get("delegation") == ARGS.token)
@@ -245,11 +277,11 @@ class Handler(BaseHTTPRequestHandler):
             if not os.path.isdir(local):
                 entries = [file_status(local, "")]
             else:
-                names = sorted(os.listdir(local), key=lambda n: n.encode())
+                names = sorted(os.listdir(local), key=hdfs_order)
                 if (op == "LISTSTATUS_BATCH" and "startAfter" in q and
                         ARGS.list_fault != "repeat"):
                     names = [n for n in names
-                             if n.encode() > q["startAfter"].encode()]
+                             if hdfs_order(n) > hdfs_order(q["startAfter"])]
                 entries = []
                 for n in names:
                     try:
@@ -431,7 +463,10 @@ def main():
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--open-redirect")
     p.add_argument("--list-fault", choices=["repeat", "empty", "endless"])
+    p.add_argument("--old-namenode", action="store_true")
+    p.add_argument("--standby", type=int, default=0)
     ARGS = p.parse_args()
+    STANDBY_LEFT[0] = ARGS.standby
     namenode = ThreadingHTTPServer((ARGS.host, ARGS.port), Handler)
     datanode = ThreadingHTTPServer((ARGS.host, ARGS.datanode_port),
                                    DataNodeHandler)

@@ -71,6 +71,11 @@ absl::Status WebHdfs::Launch() {
         argv.insert(argv.end(), {"--list-fault", "endless"});
         break;
     }
+    if (options_.old_namenode) argv.push_back("--old-namenode");
+    if (options_.standby > 0) {
+      argv.push_back("--standby");
+      argv.push_back(absl::StrCat(options_.standby));
+    }
     if (!options_.user.empty()) {
       argv.push_back("--user");
       argv.push_back(options_.user);

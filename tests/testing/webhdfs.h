@@ -38,6 +38,12 @@ class WebHdfs {
     // datanode's.
     std::string open_redirect;
     ListFault list_fault = ListFault::kNone;
+    // No LISTSTATUS_BATCH: answered as Hadoop before 2.8 answers an op it
+    // does not know.
+    bool old_namenode = false;
+    // The first `standby` namenode requests are answered 403
+    // StandbyException.
+    int standby = 0;
   };
   static absl::StatusOr<std::unique_ptr<WebHdfs>> Start(Options options);
   static absl::StatusOr<std::unique_ptr<WebHdfs>> Start() {
