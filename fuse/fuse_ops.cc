@@ -647,6 +647,7 @@ void FuseOps::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     // returned).
     WriteFile* w = WriteHandle(fi);
     fs->Commit(*w).IgnoreError();
+    fs->Unlist(*w);
     delete w;
     fs->metrics_.open_files->Decrement();
     fuse_reply_err(req, 0);

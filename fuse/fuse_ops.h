@@ -187,8 +187,14 @@ class FuseOps {
   void StartWrite(fuse_req_t req, OpScope& scope, const std::string& path,
                   fuse_ino_t ino, bool create, fuse_file_info* fi);
   // Commits `w` once (its first flush, else its release); the status
-  // of the commit, or of the write that failed before it.
-  absl::Status Commit(WriteFile& w);
+  // of the commit, or of the write that failed before it. With
+  // `killed_by` (the flushing writer is dying of that signal), or after a
+  // failed write, the upload is aborted instead and nothing appears. Either
+  // way `w` leaves writing_.
+  absl::Status Commit(WriteFile& w,
+                      std::optional<int> killed_by = std::nullopt);
+  // Takes `w` out of writing_ (before it is deleted).
+  void Unlist(WriteFile& w);
   // The attributes of a file being written, or null.
   std::optional<struct stat> WritingAttr(fuse_ino_t ino);
   struct stat WriteAttr(WriteFile& w, uint64_t size) const;

@@ -15,15 +15,49 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "fuse/fuse_ops.h"
 #include "understore/under_store.h"
 
 namespace larder {
 namespace {
+
+// The signal the task `tid` is dying of, when it is exiting (its files are
+// being closed) with a signal in its exit status; nothing for a task that
+// lives, exits normally, or cannot be read (another pid namespace: 0).
+std::optional<int> KilledBySignal(pid_t tid) {
+  if (tid <= 0) return std::nullopt;
+  std::ifstream f(absl::StrCat("/proc/", tid, "/stat"));
+  std::string line;
+  if (!std::getline(f, line)) return std::nullopt;
+  // After "pid (comm) ", fields from the third (state) on; comm may hold
+  // spaces and parentheses, so from the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::vector<absl::string_view> fields = absl::StrSplit(
+      absl::string_view(line).substr(close + 1), ' ', absl::SkipEmpty());
+  // Field 9 is the task's flags, field 52 its exit code (Linux 3.5+).
+  constexpr size_t kFlags = 9 - 3, kExitCode = 52 - 3;
+  constexpr uint64_t kPfExiting = 0x4;  // PF_EXITING
+  uint64_t flags = 0;
+  int64_t code = 0;
+  if (fields.size() <= kExitCode || !absl::SimpleAtoi(fields[kFlags], &flags) ||
+      !absl::SimpleAtoi(fields[kExitCode], &code)) {
+    return std::nullopt;
+  }
+  // Exiting with a signal in its status (as waitpid reports it): killed.
+  if ((flags & kPfExiting) == 0 || (code & 0x7f) == 0) return std::nullopt;
+  return static_cast<int>(code & 0x7f);
+}
 
 // The errno for a failed Create: a mount that is not writable reads as a
 // read-only file system; an object already there (O_EXCL) as EEXIST.
@@ -188,27 +222,39 @@ void FuseOps::Write(fuse_req_t req, fuse_ino_t ino, const char* buf,
   fuse_reply_write(req, size);
 }
 
-absl::Status FuseOps::Commit(WriteFile& w) {
+absl::Status FuseOps::Commit(WriteFile& w, std::optional<int> killed_by) {
   absl::Status st;
   uint64_t bytes = 0;
+  bool abandoned = false;
   {
     absl::MutexLock lock(&w.mu);
     bytes = w.next;
     if (w.committed) return w.error;
     w.committed = true;
+    if (w.error.ok() && killed_by) {
+      // The writer was killed (its files are closed as it dies): what it
+      // wrote is not a whole file, and nothing appears.
+      w.error = absl::AbortedError(
+          absl::StrCat("the writer was killed by signal ", *killed_by,
+                       " after ", bytes, " bytes: the file is abandoned"));
+    }
     if (!w.error.ok()) {
       w.writer->Abort().IgnoreError();
-      return w.error;
+      abandoned = true;
+      st = w.error;
+    } else {
+      absl::StatusOr<FileInfo> info = w.writer->Close();
+      st = info.status();
+      w.error = st;
     }
-    absl::StatusOr<FileInfo> info = w.writer->Close();
-    st = info.status();
-    w.error = st;
   }
-  {
-    absl::MutexLock lock(&writes_mu_);
-    auto it = writing_.find(w.ino);
-    if (it != writing_.end() && it->second == &w) writing_.erase(it);
-    writing_count_.store(writing_.size(), std::memory_order_release);
+  Unlist(w);
+  if (abandoned) {
+    LARDER_LOG(WARNING, "fuse.write_abandoned")
+        .Field("path", w.path)
+        .Field("bytes", bytes)
+        .Field("status", st);
+    return st;
   }
   // The kernel asks again: the committed object's attributes, from the
   // master (whose invalidation this client has already applied).
@@ -227,6 +273,13 @@ absl::Status FuseOps::Commit(WriteFile& w) {
   return st;
 }
 
+void FuseOps::Unlist(WriteFile& w) {
+  absl::MutexLock lock(&writes_mu_);
+  auto it = writing_.find(w.ino);
+  if (it != writing_.end() && it->second == &w) writing_.erase(it);
+  writing_count_.store(writing_.size(), std::memory_order_release);
+}
+
 void FuseOps::Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   FuseOps* fs = Self(req);
   if (!IsWriteHandle(fi)) {
@@ -236,7 +289,11 @@ void FuseOps::Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     return;
   }
   OpScope scope(fs->metrics_, kWrite);
-  absl::Status st = fs->Commit(*WriteHandle(fi));
+  // A flush from a process dying of a signal (kill -9, the OOM killer, a
+  // crash) abandons the file: only a close by a living writer, or at its
+  // normal exit, commits it.
+  absl::Status st =
+      fs->Commit(*WriteHandle(fi), KilledBySignal(fuse_req_ctx(req)->pid));
   if (!st.ok()) scope.Failed();
   fuse_reply_err(req,
                  st.ok() ? 0 : (ErrnoFor(st) == EINVAL ? EIO : ErrnoFor(st)));

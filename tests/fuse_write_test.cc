@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -190,6 +191,61 @@ TEST_F(FuseWriteTest, OnlySequentialWholeWritesOfWritableMounts) {
   EXPECT_EQ(WriteFile(mnt_ + "/ro/new.bin", "x", O_WRONLY | O_CREAT), EROFS);
   EXPECT_EQ(::mkdir((mnt_ + "/ro/newdir").c_str(), 0755), -1);
   EXPECT_EQ(errno, EROFS);
+  EXPECT_FALSE(fuse_->Exited());
+}
+
+// A writer killed mid-file (kill -9: the kernel closes its files as it
+// dies, and the close flushes) leaves nothing: the file it replaced keeps
+// its old bytes, a new one does not appear, and the daemon says why. A
+// writer that exits normally without closing commits what it wrote.
+TEST_F(FuseWriteTest, AKilledWriterLeavesNothingAnExitingOneCommits) {
+  const std::string dir = mnt_ + "/ckpt/s3";
+  const std::string old_file = dir + "/step.pt";
+  ASSERT_EQ(WriteFile(old_file, "the good checkpoint", O_WRONLY | O_CREAT), 0);
+  for (const std::string& path : {old_file, dir + "/new.pt"}) {
+    SCOPED_TRACE(path);
+    const std::string ready = dir_.path() + "/ready";
+    std::filesystem::remove(ready);
+    // 3 MiB in 1 MiB blocks: parts are uploading when it dies.
+    testing::Subprocess writer;
+    ASSERT_TRUE(writer
+                    .Start({"/usr/bin/python3", "-c",
+                            "import os, sys, time\n"
+                            "fd = os.open(sys.argv[1], os.O_WRONLY | "
+                            "os.O_CREAT | os.O_TRUNC)\n"
+                            "os.write(fd, b'x' * (3 << 20))\n"
+                            "open(sys.argv[2], 'w').close()\n"
+                            "time.sleep(60)\n",
+                            path, ready},
+                           dir_.path() + "/writer.log")
+                    .ok());
+    ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(ready); },
+                                 absl::Seconds(30)));
+    writer.Stop(SIGKILL);
+    struct stat st {};
+    if (path == old_file) {
+      EXPECT_TRUE(testing::WaitFor(
+          [&] { return ReadAll(old_file) == "the good checkpoint"; },
+          absl::Seconds(5)));
+      EXPECT_EQ(ReadAll(old_file), "the good checkpoint");
+    } else {
+      EXPECT_EQ(::stat(path.c_str(), &st), -1);
+      EXPECT_EQ(errno, ENOENT);
+    }
+    auto log = testing::ReadFile(fuse_->log_path());
+    EXPECT_THAT(log.value_or(""), HasSubstr("fuse.write_abandoned"));
+    EXPECT_THAT(log.value_or(""), HasSubstr("killed by signal 9"));
+  }
+  // Exits (status 3) with the file still open: committed whole.
+  const std::string exited = dir + "/exited.pt";
+  Shell r = Sh(absl::StrCat(
+      "/usr/bin/python3 -c 'import os; fd = os.open(\"", exited,
+      "\", os.O_WRONLY | os.O_CREAT); os.write(fd, b\"y\" * 5000); "
+      "os._exit(3)'"));
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return ReadAll(exited) == std::string(5000, 'y'); },
+      absl::Seconds(5)));
   EXPECT_FALSE(fuse_->Exited());
 }
 
