@@ -401,12 +401,10 @@ class WritePartReactor final
     if (header_.upload() && h.upload_id().empty()) {
       return absl::InvalidArgumentError("WritePart: no upload id");
     }
-    if (!service_->staging_->Reserve(header_.size())) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the worker holds as many written bytes as it may "
-                       "(--write_buffer); part ",
-                       header_.number(), " of ", header_.size(),
-                       " bytes must wait (retry)"));
+    if (absl::Status st = service_->staging_->Reserve(header_.size());
+        !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("part ", header_.number(),
+                                                  ": ", st.message()));
     }
     reserved_ = header_.size();
     data_->reserve(header_.size());
@@ -425,6 +423,14 @@ class WritePartReactor final
           grpc::StatusCode::INVALID_ARGUMENT,
           absl::StrCat("WritePart: the stream ended after ", data_->size(),
                        " of the part's ", header_.size(), " bytes")));
+      return;
+    }
+    // A part that only keeps blocks (one a peer forwards) waits on no store
+    // and no peer: done here. Work that waits on a peer runs on uploads_,
+    // and never needs a peer's uploads_ thread in turn, so two workers'
+    // forwards to each other cannot leave both pools waiting.
+    if (!header_.upload() && header_.forward().empty()) {
+      Done(ToGrpcStatus(Work()));
       return;
     }
     service_->uploads_->Schedule([this] { Done(ToGrpcStatus(Work())); });
@@ -452,7 +458,7 @@ class WritePartReactor final
         header_.keep_blocks().empty()
             ? 0
             : service_->staging_->Keep(h, data_, header_.offset(),
-                                       header_.keep_blocks());
+                                       header_.keep_blocks(), &reserved_);
     // The blocks other workers own go to them while the part uploads, one
     // thread per owner.
     std::map<std::string, std::vector<std::pair<uint64_t, WriteStaging::Block>>>
@@ -526,7 +532,7 @@ grpc::ServerUnaryReactor* DataService::PublishWrite(
     const v1::PublishWriteRequest* request,
     v1::PublishWriteResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (staging_ == nullptr || uploads_ == nullptr) {
+  if (staging_ == nullptr || uploads_ == nullptr || intake_ == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                  "this worker takes no writes"));
     return reactor;
@@ -551,7 +557,11 @@ grpc::ServerUnaryReactor* DataService::PublishWrite(
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
-  uploads_->Schedule([this, reactor, request, response, store = m->store] {
+  // A publish that forwards nothing (as every forwarded one) waits on no
+  // peer: on the intake pool, so that publishes forwarded between two
+  // workers never wait for each other's upload threads.
+  ThreadPool* pool = request->forward().empty() ? intake_ : uploads_;
+  pool->Schedule([this, reactor, request, response, store = m->store] {
     const std::map<uint64_t, std::string> forward(request->forward().begin(),
                                                   request->forward().end());
     WriteStaging::Forwarded forwarded;

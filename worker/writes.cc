@@ -12,22 +12,62 @@
 
 namespace larder {
 
-bool WriteStaging::Reserve(uint64_t bytes) {
+absl::Status WriteStaging::Reserve(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
-  if (bytes_ + bytes > options_.max_bytes) return false;
+  if (bytes > options_.max_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a part of ", bytes,
+        " bytes is larger than the worker's whole "
+        "write buffer (--write_buffer, ",
+        options_.max_bytes, " bytes): raise it to at least the part size"));
+  }
+  if (receiving_ + bytes > options_.max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the worker's write buffer (--write_buffer, ", options_.max_bytes,
+        " bytes) is held by parts being received; a part of ", bytes,
+        " bytes must wait (retry)"));
+  }
+  if (bytes_ + bytes > options_.max_bytes) DropKeptFor(bytes);
   bytes_ += bytes;
-  return true;
+  receiving_ += bytes;
+  return absl::OkStatus();
 }
 
 void WriteStaging::Release(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
+  bytes = std::min(receiving_, bytes);
+  receiving_ -= bytes;
   bytes_ -= std::min(bytes_, bytes);
+}
+
+void WriteStaging::DropKeptFor(uint64_t needed) {
+  uint64_t dropped = 0;
+  while (bytes_ + needed > options_.max_bytes && !writes_.empty()) {
+    auto oldest = writes_.begin();
+    for (auto it = writes_.begin(); it != writes_.end(); ++it) {
+      if (it->second.first < oldest->second.first) oldest = it;
+    }
+    auto& blocks = oldest->second.blocks;
+    while (bytes_ + needed > options_.max_bytes && !blocks.empty()) {
+      bytes_ -= std::min<uint64_t>(bytes_, blocks.begin()->second.size);
+      blocks.erase(blocks.begin());
+      ++dropped;
+    }
+    if (blocks.empty()) writes_.erase(oldest);
+  }
+  dropped_blocks_ += dropped;
+  if (dropped > 0) {
+    LARDER_LOG(INFO, "write.kept_dropped")
+        .Field("blocks", dropped)
+        .Field("why", "room for a part being received (--write_buffer)");
+  }
 }
 
 uint32_t WriteStaging::Keep(const v1::WriteHandle& handle,
                             std::shared_ptr<const std::string> part,
                             uint64_t part_offset,
-                            absl::Span<const uint64_t> indexes) {
+                            absl::Span<const uint64_t> indexes,
+                            uint64_t* reservation) {
   const uint64_t bs = handle.block_size();
   std::vector<std::pair<uint64_t, Block>> blocks;
   blocks.reserve(indexes.size());
@@ -55,11 +95,16 @@ uint32_t WriteStaging::Keep(const v1::WriteHandle& handle,
     if (auto old = k.blocks.find(index); old != k.blocks.end())
       replacing += old->second.size;
   }
-  if (bytes_ - replacing + adding > options_.max_bytes) {
+  // The kept bytes come out of the part's reservation where there is one.
+  const uint64_t moved =
+      reservation == nullptr ? 0 : std::min({adding, *reservation, receiving_});
+  if (bytes_ - replacing - moved + adding > options_.max_bytes) {
     if (k.blocks.empty()) writes_.erase(it);
     return 0;
   }
-  bytes_ = bytes_ - replacing + adding;
+  bytes_ = bytes_ - replacing - moved + adding;
+  receiving_ -= moved;
+  if (reservation != nullptr) *reservation -= moved;
   for (auto& [index, block] : blocks) k.blocks[index] = std::move(block);
   return static_cast<uint32_t>(blocks.size());
 }
@@ -153,6 +198,16 @@ WriteStaging::Kept WriteStaging::Take(WriteMap::iterator it) {
 uint64_t WriteStaging::bytes() const {
   absl::MutexLock lock(&mu_);
   return bytes_;
+}
+
+uint64_t WriteStaging::receiving() const {
+  absl::MutexLock lock(&mu_);
+  return receiving_;
+}
+
+uint64_t WriteStaging::dropped_blocks() const {
+  absl::MutexLock lock(&mu_);
+  return dropped_blocks_;
 }
 
 size_t WriteStaging::writes() const {

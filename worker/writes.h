@@ -60,9 +60,14 @@ class WriteStaging {
   WriteStaging(BlockStore* store, WriteStagingOptions options)
       : store_(store), options_(options) {}
 
-  // Reserves `bytes` of the budget for a part being received; false when
-  // the budget is spent. Give it back with Release.
-  bool Reserve(uint64_t bytes);
+  // Reserves `bytes` of the budget for a part being received; give it
+  // back with Release. Kept blocks are dropped to make room (those of the
+  // write kept first, first): they are a cache, read from the store on
+  // first use when dropped, and an upload must not wait for its writer's
+  // close to free them. Errors: ResourceExhausted (parts being received
+  // hold the budget: retry), FailedPrecondition (more than the whole
+  // budget: never fits).
+  absl::Status Reserve(uint64_t bytes);
   void Release(uint64_t bytes);
 
   // A kept block: a slice of the part it came in, which its blocks share
@@ -81,10 +86,13 @@ class WriteStaging {
   // at i * block_size - part_offset), in the budget until published or
   // dropped; a block kept again (a part sent again) replaces the earlier.
   // All or none: returns how many were kept, 0 when the budget has no room
-  // for them all or an index is not in the part.
+  // for them all or an index is not in the part. With `reservation` (the
+  // part's, from Reserve), the kept bytes move out of it (it shrinks by
+  // them): keeping a part's blocks never needs more budget than the part.
   uint32_t Keep(const v1::WriteHandle& handle,
                 std::shared_ptr<const std::string> part, uint64_t part_offset,
-                absl::Span<const uint64_t> indexes);
+                absl::Span<const uint64_t> indexes,
+                uint64_t* reservation = nullptr);
 
   // Moves the write's kept blocks into the block store as blocks of
   // `version` (object of `object_size` bytes), after checking with `store`
@@ -103,8 +111,12 @@ class WriteStaging {
   // Drops writes whose first block was kept before now - max_age.
   void Expire(absl::Time now);
 
+  // Bytes kept and reserved; of them, reserved for parts being received.
   uint64_t bytes() const;
+  uint64_t receiving() const;
   size_t writes() const;
+  // Kept blocks dropped to make room for parts being received, so far.
+  uint64_t dropped_blocks() const;
 
  private:
   struct Kept {
@@ -118,8 +130,14 @@ class WriteStaging {
 
   BlockStore* const store_;
   const WriteStagingOptions options_;
+  // Drops kept blocks, of the write kept first first, until `needed`
+  // more bytes fit.
+  void DropKeptFor(uint64_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
-  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;      // Kept and receiving.
+  uint64_t receiving_ ABSL_GUARDED_BY(mu_) = 0;  // Reserved by parts.
+  uint64_t dropped_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   WriteMap writes_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -83,7 +83,7 @@ class WritesTest : public ::testing::Test {
         peer_blocks_.get(), WriteStagingOptions{.max_bytes = 8 * kBlock});
     peer_service_ = std::make_unique<DataService>(
         peer_blocks_.get(), &peer_metrics_, &pool_, auth_.get(), &mounts_);
-    peer_service_->EnableWrites(peer_staging_.get(), &pool_, &peer_intake_,
+    peer_service_->EnableWrites(peer_staging_.get(), &uploads_, &peer_intake_,
                                 nullptr, nullptr);
     peer_server_ = Serve(peer_service_.get(), &peer_port_);
     ASSERT_NE(peer_server_, nullptr);
@@ -101,7 +101,7 @@ class WritesTest : public ::testing::Test {
     ASSERT_TRUE(channels.ok()) << channels.status();
     service_ = std::make_unique<DataService>(blocks_.get(), &metrics_, &pool_,
                                              auth_.get(), &mounts_);
-    service_->EnableWrites(staging_.get(), &pool_, &intake_,
+    service_->EnableWrites(staging_.get(), &uploads_, &intake_,
                            std::move(*channels), peers_.get());
     server_ = Serve(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
@@ -165,6 +165,11 @@ class WritesTest : public ::testing::Test {
   std::unique_ptr<BlockStore> blocks_;
   std::unique_ptr<WriteStaging> staging_;
   ThreadPool pool_{8, "writes-test"};
+  // One upload thread for both workers: what waits on a peer (a part's
+  // forwards, a publish's) must never need the peer's upload threads, or two
+  // workers forwarding to each other with every upload thread busy would
+  // wait on each other.
+  ThreadPool uploads_{1, "writes-uploads"};
   ThreadPool intake_{2, "writes-intake"};
   ThreadPool peer_intake_{2, "peer-intake"};
   WorkerMetrics peer_metrics_;
@@ -348,28 +353,46 @@ TEST_F(WritesTest, MalformedRawMessagesAreRefusedAndHoldNothing) {
   EXPECT_TRUE(ok.ok()) << ok.error_message();
 }
 
-TEST_F(WritesTest, ThePartBudgetIsBounded) {
-  // 8 blocks of budget: a part of 9 waits (the writer retries later).
+TEST_F(WritesTest, ThePartBudgetIsBoundedAndKeptBlocksNeverStallAnUpload) {
+  // 8 blocks of budget: a part of 9 never fits, and says what to raise.
   const std::string data = Pattern(9 * kBlock, 3);
   v1::WriteHandle h = Begin("big.pt");
-  EXPECT_EQ(admin_->WritePart(Part(h, data.size()), data).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  auto too_big = admin_->WritePart(Part(h, data.size()), data);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(too_big.status().message()),
+              ::testing::HasSubstr("--write_buffer"));
   EXPECT_EQ(staging_->bytes(), 0u);
-  // Kept blocks count too: past the budget a part's blocks are not kept,
-  // the part is still uploaded.
+  // Parts of 4 blocks: each part's blocks are kept out of its own
+  // reservation, so two fill the budget with kept blocks...
   const std::string four = Pattern(4 * kBlock, 4);
-  auto a = admin_->WritePart(Part(h, four.size()), four);
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->kept_blocks(), 4u);
-  v1::WritePartHeader second = Part(h, four.size());
-  second.set_number(2);
-  second.set_offset(4 * kBlock);
-  second.clear_keep_blocks();
-  for (uint64_t b = 4; b < 8; ++b) second.add_keep_blocks(b);
-  auto b = admin_->WritePart(second, four);
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->kept_blocks(), 0u);  // A part's blocks: all or none.
-  EXPECT_LE(staging_->bytes(), 8 * kBlock);
+  auto part = [&](uint32_t number) {
+    v1::WritePartHeader p = Part(h, four.size());
+    p.set_number(number);
+    p.set_offset((number - 1) * 4 * kBlock);
+    p.clear_keep_blocks();
+    for (uint64_t b = 0; b < 4; ++b) p.add_keep_blocks((number - 1) * 4 + b);
+    return admin_->WritePart(p, four);
+  };
+  for (uint32_t n : {1, 2}) {
+    auto r = part(n);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->kept_blocks(), 4u);
+  }
+  EXPECT_EQ(staging_->bytes(), 8 * kBlock);
+  EXPECT_EQ(staging_->receiving(), 0u);
+  // ...and the third part is not refused for them (they would stay until
+  // the writer's close): the first kept blocks make room.
+  auto third = part(3);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->kept_blocks(), 4u);
+  EXPECT_EQ(staging_->bytes(), 8 * kBlock);
+  EXPECT_EQ(staging_->dropped_blocks(), 4u);
+  // Only parts being received make one wait.
+  ASSERT_TRUE(staging_->Reserve(5 * kBlock).ok());
+  EXPECT_EQ(staging_->Reserve(4 * kBlock).code(),
+            absl::StatusCode::kResourceExhausted);
+  staging_->Release(5 * kBlock);
+  EXPECT_EQ(staging_->receiving(), 0u);
   v1::PublishWriteRequest discard;
   *discard.mutable_handle() = h;
   discard.set_discard(true);
