@@ -502,13 +502,25 @@ absl::StatusOr<ObjectInfo> AzureStore::CompleteUpload(
                   {"x-ms-blob-content-type", "application/octet-stream"}};
   // Idempotent while the blocks are there; once committed, a retry that
   // lists them again finds them committed, which Latest accepts.
+  HttpResponse committed;
   LARDER_RETURN_IF_ERROR(RetryWithBackoff(
       http_.options().retry, "az.put_block_list", [&]() -> absl::Status {
         LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
         if (r.status != 201) return ErrorStatus(call, r);
+        committed = std::move(r);
         return absl::OkStatus();
       }));
-  return Stat(rel);
+  // The version is the ETag this commit made, not a Stat's afterwards: a
+  // writer that committed the same blob meanwhile would lend it its version
+  // (and, at the same size, its cached blocks ours).
+  const std::string etag = NormalizeEtag(committed.Header("etag"));
+  if (etag.empty()) return Stat(rel);
+  ObjectInfo info;
+  info.path = rel;
+  info.version = etag;
+  for (const UploadedPart& p : parts) info.size += p.size;
+  info.mtime = ParseHttpDate(committed.Header("last-modified"));
+  return info;
 }
 
 absl::Status AzureStore::AbortUpload(absl::string_view path,

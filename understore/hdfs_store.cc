@@ -688,7 +688,12 @@ absl::StatusOr<ObjectInfo> HdfsStore::CompleteUpload(
           "meanwhile?)"));
     }
   }
-  return Stat(rel);
+  // The version is part 1's, which the rename keeps (an HDFS rename changes
+  // no file's modification time): a Stat now could return another writer's
+  // file committed meanwhile, and lend ours its version.
+  ObjectInfo info = *std::move(head);
+  info.path = rel;
+  return info;
 }
 
 absl::Status HdfsStore::AbortUpload(absl::string_view path,
