@@ -189,6 +189,24 @@ absl::StatusOr<v1::CommitWriteResponse> Writes::Commit(
   LARDER_ASSIGN_OR_RETURN(auto resolved, mounts_->Resolve(path));
   const v1::MountEntry& mount = resolved.first;
   if (mount.path() != h.mount() || mount.block_size() != h.block_size()) {
+    // The upload is aborted where it can be (the same mount, re-made with
+    // another block size); a mount that is gone leaves it to the store's
+    // own cleanup, named here.
+    absl::Status aborted =
+        absl::FailedPreconditionError("the mount is gone or moved");
+    if (mount.path() == h.mount()) {
+      absl::StatusOr<std::shared_ptr<UnderStore>> store =
+          metadata_->Store(mount);
+      aborted = store.ok() ? (*store)->AbortUpload(h.relative(), h.upload_id())
+                           : store.status();
+    }
+    if (!AbortDone(aborted)) {
+      LARDER_LOG(WARNING, "master.write_orphaned")
+          .Field("path", path)
+          .Field("write_id", h.write_id())
+          .Field("upload_id", h.upload_id())
+          .Field("abort", aborted);
+    }
     Forget(h.write_id());
     return absl::FailedPreconditionError(absl::StrCat(
         path,
@@ -234,9 +252,16 @@ absl::StatusOr<v1::CommitWriteResponse> Writes::Commit(
           "progress; nothing was written (overwrite to replace it)"));
     }
   }
-  LARDER_ASSIGN_OR_RETURN(
-      ObjectInfo info,
-      store->CompleteUpload(h.relative(), h.upload_id(), parts));
+  absl::StatusOr<ObjectInfo> completed =
+      store->CompleteUpload(h.relative(), h.upload_id(), parts);
+  if (!completed.ok()) {
+    // An attempt may have gone through with its answer lost: the path may
+    // hold a new object, so every node asks again.
+    metadata_->Invalidate(path);
+    invalidations_->Add(path);
+    return completed.status();
+  }
+  ObjectInfo info = *std::move(completed);
   Forget(h.write_id());
   if (info.size != offset) {
     LARDER_LOG(ERROR, "master.write_size")

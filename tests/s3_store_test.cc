@@ -13,6 +13,7 @@
 #include "tests/testing/pki.h"
 #include "tests/testing/process.h"
 #include "tests/testing/s3rver.h"
+#include "tests/testing/shaping_proxy.h"
 #include "understore/factory.h"
 
 namespace larder {
@@ -111,6 +112,45 @@ TEST_F(S3StoreTest, ServerStoppedMidTestIsUnavailableThenRecovers) {
   auto again = store_->ReadRange("obj", 10, absl::MakeSpan(buf), info->version);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(buf, std::string(1000, 'z'));
+}
+
+// S3 completed the upload but its answer was lost: the retries meet
+// NoSuchUpload (S3) or an error (s3rver). The commit is reported done only
+// when the object there has the ETag these parts make (S3's composite
+// ETag); s3rver gives a multipart object the MD5 of its bytes, which the
+// parts cannot prove, so there the lost answer stays the failure it looks
+// like: never a commit of bytes that may be another writer's.
+TEST_F(S3StoreTest, ACompleteWhoseAnswerWasLostIsOnlyTakenWhenProven) {
+  // The composite ETag, as S3 computes it (checked with Python's hashlib).
+  EXPECT_EQ(
+      S3MultipartEtag({{1, 0, 5 << 20, "79b281060d337b9b2b84ccf390adcf74"},
+                       {2, 5 << 20, 13, "6f175b18df60a8bee9d7f1fd5eb58742"}}),
+      "8e00ec7c1f4a969a72f7c846469a7348-2");
+  EXPECT_EQ(S3MultipartEtag({{1, 0, 5, "not-an-md5"}}), "");
+
+  auto front = testing::ShapingProxy::Start(
+      server_->endpoint(), {"--first_byte_ms=0", "--rate_mbps=0",
+                            "--drop_response_of=^POST .*uploadId="});
+  ASSERT_TRUE(front.ok()) << front.status();
+  auto s =
+      OpenUnderStore((*front)->Front(server_->Uri("data"), server_->endpoint()),
+                     FastRetries(testing::S3rver::Credentials()));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string a(5 << 20, 'a'), b = "the last part";
+  auto id = (*s)->CreateUpload("lost/answer.bin");
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto p1 = (*s)->UploadPart("lost/answer.bin", *id, 1, 0, a);
+  auto p2 = (*s)->UploadPart("lost/answer.bin", *id, 2, a.size(), b);
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  EXPECT_EQ(p1->token, "79b281060d337b9b2b84ccf390adcf74");
+  auto done = (*s)->CompleteUpload("lost/answer.bin", *id, {*p1, *p2});
+  // s3rver completed it (the answer was dropped on the way back)...
+  auto there = store_->Stat("lost/answer.bin");
+  ASSERT_TRUE(there.ok()) << there.status();
+  EXPECT_EQ(there->size, a.size() + b.size());
+  // ...under an ETag the parts cannot prove: reported as failed.
+  EXPECT_FALSE(done.ok());
+  EXPECT_NE(there->version, S3MultipartEtag({*p1, *p2}));
 }
 
 TEST_F(S3StoreTest, UnreachableEndpointIsUnavailable) {

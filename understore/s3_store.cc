@@ -1,9 +1,12 @@
 // Copyright 2026 The Larder Authors.
 #include "understore/s3_store.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -122,6 +125,28 @@ absl::Time ParseIsoTime(absl::string_view text) {
 }
 
 }  // namespace
+
+// The ETag S3 gives a completed multipart upload: the MD5 of its parts'
+// MD5s (their ETags, as bytes), "-", the number of parts. Empty when a
+// part's ETag is not an MD5 (32 hex digits).
+std::string S3MultipartEtag(const std::vector<UploadedPart>& parts) {
+  std::string md5s;
+  for (const UploadedPart& p : parts) {
+    if (p.token.size() != 32 ||
+        !std::all_of(p.token.begin(), p.token.end(), absl::ascii_isxdigit))
+      return "";
+    md5s += absl::HexStringToBytes(p.token);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(md5s.data(), md5s.size(), digest, &len, EVP_md5(), nullptr) !=
+      1) {
+    return "";
+  }
+  return absl::StrCat(absl::BytesToHexString(absl::string_view(
+                          reinterpret_cast<const char*>(digest), len)),
+                      "-", parts.size());
+}
 
 absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(
     const StoreUri& uri, const UnderStoreOptions& options) {
@@ -641,9 +666,7 @@ absl::StatusOr<ObjectInfo> S3Store::CompleteUpload(
   call.query = {{"uploadId", std::string(upload_id)}};
   call.headers = {{"Content-Type", "application/xml"}};
   std::string etag;
-  // A retry after an attempt that went through meets NoSuchUpload
-  // (NotFound): the caller may Stat to see whether its object is there.
-  LARDER_RETURN_IF_ERROR(RetryWithBackoff(
+  absl::Status completed = RetryWithBackoff(
       http_.options().retry, "s3.complete_upload", [&]() -> absl::Status {
         LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, {}, 0));
         if (r.status != 200) return ErrorStatus(call, r);
@@ -668,7 +691,22 @@ absl::StatusOr<ObjectInfo> S3Store::CompleteUpload(
         etag = std::string(absl::StripSuffix(
             absl::StripPrefix(doc->ChildText("ETag"), "\""), "\""));
         return absl::OkStatus();
-      }));
+      });
+  if (!completed.ok()) {
+    // An attempt may have gone through with its answer lost, the retries
+    // then meeting NoSuchUpload (S3) or an error (s3rver): the object is
+    // these parts if it has the ETag they make (the same parts' MD5s in the
+    // same order: the same bytes, whoever completed them).
+    const std::string ours = S3MultipartEtag(parts);
+    absl::StatusOr<ObjectInfo> there =
+        ours.empty() ? absl::NotFoundError("") : Stat(rel);
+    if (!there.ok() || there->version != ours) return completed;
+    LARDER_LOG(INFO, "s3.complete_upload_recovered")
+        .Field("key", Describe(call.key))
+        .Field("etag", ours)
+        .Field("after", completed);
+    etag = ours;
+  }
   // The version is the ETag this upload completed with: a HEAD now may
   // already see another writer's object (the last Complete wins), whose
   // version must not name these bytes.

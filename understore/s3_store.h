@@ -62,6 +62,12 @@
 
 namespace larder {
 
+// The ETag S3 (and MinIO) give a completed multipart upload: the MD5 of its
+// parts' MD5s (their ETags, as bytes), "-", the number of parts. Empty when
+// a part's ETag is not an MD5 (32 hex digits). s3rver gives the MD5 of the
+// bytes instead, which a part list cannot show.
+std::string S3MultipartEtag(const std::vector<UploadedPart>& parts);
+
 class S3Store final : public UnderStore {
  public:
   // Errors: InvalidArgument (bad bucket, endpoint or option), and those of

@@ -6,7 +6,7 @@
 #   shaping_proxy.py --upstream HOST:PORT[,HOST:PORT...] [--listen PORT]
 #                    [--first_byte_ms 25] [--rate_mbps 80] [--stats_file FILE]
 #                    [--bind 127.0.0.1] [--request_log FILE]
-#                    [--later_page_ms 0]
+#                    [--later_page_ms 0] [--drop_response_of REGEX]
 #
 # It accepts on 127.0.0.1:PORT (0: the kernel picks; either way it prints one
 # line "listening on 127.0.0.1:PORT" on stdout once it accepts) and forwards
@@ -27,6 +27,9 @@
 #   --later_page_ms  for tests of what waits on a listing: the answer to a
 #       request for a listing's later page (a target with S3's
 #       "continuation-token=" or Azure's "marker=") waits this much longer.
+#   --drop_response_of REGEX  for tests of a response lost after the store
+#       acted: the first request whose "METHOD target" matches REGEX reaches
+#       the store, and its answer is not forwarded: both connections close.
 #
 # Counters: connections, exchanges (delays applied), responses by status code
 # (read from the first line of each response), bytes each way, and requests by
@@ -284,7 +287,8 @@ class Connection:
 
     def on_request(self, method, target, has_range):
         self.proxy.stats.request(method, target, has_range)
-        if self.proxy.request_log is not None or self.proxy.later_page > 0:
+        if (self.proxy.request_log is not None or self.proxy.later_page > 0
+                or self.proxy.drop is not None):
             self.pending.append((time.monotonic(), method, target))
 
     def run(self, upstream_addr):
@@ -391,6 +395,10 @@ class Connection:
                             p.log_exchange(self, request, status)
                         if p.later_page > 0 and LATER_PAGE.search(request[2]):
                             delay += p.later_page
+                        if p.take_drop("%s %s" % (request[1], request[2])):
+                            p.stats.add("responses_dropped")
+                            self.abort()
+                            break
                     if delay > 0:
                         time.sleep(delay)
                     pacer.reset()
@@ -414,6 +422,9 @@ class Proxy:
         self.next_upstream = 0  # Round robin; taken by serve() alone.
         self.first_byte = args.first_byte_ms / 1000.0
         self.later_page = args.later_page_ms / 1000.0
+        self.drop = (re.compile(args.drop_response_of)
+                     if args.drop_response_of else None)
+        self.drop_lock = threading.Lock()
         self.rate = args.rate_mbps * 1e6
         self.stats = Stats()
         self.conns = set()
@@ -428,6 +439,16 @@ class Proxy:
         self.log_lock = threading.Lock()
         if args.request_log:
             self.request_log = open(args.request_log, "w", buffering=1 << 16)
+
+    def take_drop(self, request):
+        """True once: for the first request --drop_response_of matches."""
+        if self.drop is None or not self.drop.search(request):
+            return False
+        with self.drop_lock:
+            if self.drop is None:
+                return False
+            self.drop = None
+            return True
 
     def log_exchange(self, conn, request, status):
         arrived, method, target = request
@@ -499,6 +520,7 @@ def main(argv=None):
     ap.add_argument("--stats_file", default="")
     ap.add_argument("--request_log", default="",
                     help="one line per exchange (see the header)")
+    ap.add_argument("--drop_response_of", default="")
     ap.add_argument("--later_page_ms", type=float, default=0.0,
                     help="extra wait for the answers to a listing's later pages")
     args = ap.parse_args(argv)
