@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -94,6 +95,7 @@ class FuseMount::Fs {
         notifier_(inodes_) {}
 
   ~Fs() {
+    StopSweeping();
     StopFollowingWrites();
     client_->SetInvalidationHook(nullptr);
     notifier_.Stop();
@@ -122,6 +124,10 @@ class FuseMount::Fs {
   // polls the table every ring_refresh).
   void FollowWrites();
   void StopFollowingWrites();
+  // Closes kept passthrough files whose --passthrough_keep is up, every
+  // second: opens and releases sweep too, but an idle mount makes none.
+  void StartSweeping();
+  void StopSweeping();
   // Sets the read-only flag of the mount's superblock (fspick + fsconfig,
   // Linux 5.2+; CAP_SYS_ADMIN).
   absl::Status SetSuperblockReadOnly(bool read_only);
@@ -151,6 +157,8 @@ class FuseMount::Fs {
   std::string device_;
   absl::Notification stop_following_;
   std::thread writes_follower_;
+  absl::Notification stop_sweeping_;
+  std::thread sweeper_;
 };
 
 absl::Status FuseMount::Fs::SetSuperblockReadOnly(bool read_only) {
@@ -229,6 +237,20 @@ void FuseMount::Fs::FollowWrites() {
       }
     }
   });
+}
+
+void FuseMount::Fs::StartSweeping() {
+  if (options_.passthrough_keep <= absl::ZeroDuration()) return;
+  sweeper_ = std::thread([this] {
+    while (!stop_sweeping_.WaitForNotificationWithTimeout(absl::Seconds(1)))
+      backing_.Sweep(absl::Now(), std::numeric_limits<int>::max());
+  });
+}
+
+void FuseMount::Fs::StopSweeping() {
+  if (!sweeper_.joinable()) return;
+  stop_sweeping_.Notify();
+  sweeper_.join();
 }
 
 void FuseMount::Fs::StopFollowingWrites() {
@@ -404,6 +426,7 @@ absl::Status FuseMount::Fs::Mount() {
     LARDER_ASSIGN_OR_RETURN(ops_server_, OpsServer::Start(std::move(o)));
   }
   if (options_.writes == "auto" && !device_.empty()) FollowWrites();
+  StartSweeping();
   LARDER_LOG(INFO, "fuse.mounted")
       .Field("mountpoint", options_.mountpoint)
       .Field("read_only", read_only_.load())
@@ -448,8 +471,12 @@ absl::Status FuseMount::Fs::Serve() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   fuse_remove_signal_handlers(session_);
   StopFollowingWrites();
+  StopSweeping();
   fuse_session_unmount(session_);
   mounted_ = false;
+  // The session's descriptor is closed: a release served after this (over
+  // io_uring) must not send BACKING_CLOSE to whatever reuses its number.
+  backing_.set_device(-1);
   watchdog_.reset();
   StopUring();
   LARDER_LOG(INFO, "fuse.unmounted")

@@ -70,10 +70,10 @@ bool BackingFiles::Keep(std::weak_ptr<Inode> inode, absl::Time until) {
   return true;
 }
 
-void BackingFiles::Sweep(absl::Time now) {
+void BackingFiles::Sweep(absl::Time now, int max) {
   // A few at a time: each open and release sweeps, and each kept file
   // added one entry.
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < max; ++i) {
     std::weak_ptr<Inode> due;
     {
       absl::MutexLock lock(&mu_);

@@ -82,9 +82,10 @@ class BackingFiles {
   bool Keep(std::weak_ptr<Inode> inode, absl::Time until);
   // A kept backing file was opened again, or closed.
   void Unkept() { --kept_count_; }
-  // Closes the kept backing files whose time is up (a few at a time; every
-  // open and release calls it).
-  void Sweep(absl::Time now);
+  // Closes the kept backing files whose time is up, at most `max` (a few
+  // at a time from every open and release; all of them from the daemon's
+  // sweeper, every second, so that an idle mount lets go of them too).
+  void Sweep(absl::Time now, int max = 8);
   void set_max_kept(size_t n) { max_kept_ = n; }
   size_t kept() const { return kept_count_.load(); }
 
