@@ -11,9 +11,11 @@
 //
 //   parts 1..1000      `first` bytes each
 //   parts 1001..2000   2 * first
-//   ...                doubling every 1000 parts
+//   ...                doubling every 1000 parts, up to the largest
+//                      multiple of `first` within kMaxWritePartBytes
 //
-// With 8 MiB first parts, 10,000 parts hold 8 TiB.
+// With 8 MiB first parts, 10,000 parts hold 7.7 TiB (S3's largest object
+// is 5 TiB).
 #ifndef LARDER_COMMON_WRITE_PARTS_H_
 #define LARDER_COMMON_WRITE_PARTS_H_
 
@@ -23,10 +25,11 @@
 namespace larder {
 
 // S3's rules: every part but the last at least 5 MiB, at most 10,000 parts,
-// at most 5 GiB a part.
+// at most 5 GiB a part; Azure's largest block is 4000 MiB, the bound of
+// every store's parts here.
 inline constexpr uint64_t kMinWritePartBytes = 5ull << 20;
 inline constexpr uint32_t kMaxWriteParts = 10000;
-inline constexpr uint64_t kMaxWritePartBytes = 5ull << 30;
+inline constexpr uint64_t kMaxWritePartBytes = 4000ull << 20;
 // Parts per doubling of the part size.
 inline constexpr uint32_t kWritePartsPerTier = 1000;
 
@@ -41,8 +44,13 @@ inline uint64_t FirstWritePartBytes(uint64_t block_size, uint64_t size_hint,
   if (size_hint > 0)
     want = std::max(want,
                     (size_hint + kWritePartsPerTier - 1) / kWritePartsPerTier);
+  // Never above a part's bound (an object too large for every store's
+  // parts then fails at its last part, named by the writer).
+  want = std::min(want, kMaxWritePartBytes);
   if (block_size == 0) return want;
-  const uint64_t blocks = (want + block_size - 1) / block_size;
+  uint64_t blocks = (want + block_size - 1) / block_size;
+  if (blocks * block_size > kMaxWritePartBytes)
+    blocks = kMaxWritePartBytes / block_size;
   return std::max<uint64_t>(blocks, 1) * block_size;
 }
 
@@ -50,8 +58,12 @@ inline uint64_t FirstWritePartBytes(uint64_t block_size, uint64_t size_hint,
 // `first` bytes (the last part of an object is shorter).
 inline uint64_t WritePartBytes(uint64_t first, uint32_t number) {
   const uint32_t tier = number == 0 ? 0 : (number - 1) / kWritePartsPerTier;
-  return std::min(first << std::min<uint32_t>(tier, 9),
-                  std::max(first, kMaxWritePartBytes));
+  // A multiple of `first` (so of the block size, whatever it is: part
+  // offsets stay on block boundaries), at most kMaxWritePartBytes.
+  const uint64_t bound =
+      first == 0 ? kMaxWritePartBytes
+                 : std::max(first, kMaxWritePartBytes / first * first);
+  return std::min(first << std::min<uint32_t>(tier, 9), bound);
 }
 
 }  // namespace larder
