@@ -37,9 +37,16 @@ absl::StatusOr<char*> MapBlock(int fd, uint64_t length) {
     if (r != MAP_FAILED) {
       const uintptr_t lo = reinterpret_cast<uintptr_t>(r);
       const uintptr_t aligned = (lo + kHugePage - 1) & ~(kHugePage - 1);
+      // The reservation ends at a page boundary: the tail after the block
+      // starts at the page after its last byte (munmap refuses an address
+      // inside a page, which left the tail of every odd-length block
+      // mapped for good).
+      const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+      const uint64_t whole = (length + page - 1) / page * page;
       if (aligned > lo) ::munmap(r, aligned - lo);
-      ::munmap(reinterpret_cast<void*>(aligned + length),
-               lo + kHugePage - aligned);
+      if (lo + kHugePage > aligned)
+        ::munmap(reinterpret_cast<void*>(aligned + whole),
+                 lo + kHugePage - aligned);
       at = reinterpret_cast<void*>(aligned);
     }
   }

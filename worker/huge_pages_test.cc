@@ -76,6 +76,29 @@ TEST(BlockTest, CollapseMovesWholeHugePagesAndKeepsTheBytes) {
   EXPECT_TRUE(MakeBlock(100 << 10, 2)->CollapseToHugePages().ok());
 }
 
+// A block of 2 MiB or more whose length is no multiple of a page: its
+// mapping and the address space reserved to align it are all given back
+// (the reservation's tail after an odd length used to stay mapped, one
+// mapping per block, until the process ran out of them).
+TEST(BlockTest, OddLengthBlocksLeaveNoMappingBehind) {
+  auto mappings = [] {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    size_t n = 0;
+    while (std::getline(maps, line)) ++n;
+    return n;
+  };
+  for (uint64_t length : {(2u << 20) + 100, (5u << 20) + 4095, 3u << 20}) {
+    MakeBlock(length, 3);  // Warm up whatever the first allocation maps.
+    const size_t before = mappings();
+    for (int i = 0; i < 200; ++i) {
+      std::shared_ptr<const Block> b = MakeBlock(length, i);
+      ASSERT_EQ(b->data().size(), length);
+    }
+    EXPECT_LT(mappings(), before + 20) << length << "-byte blocks";
+  }
+}
+
 TEST(HugePagePromoterTest, WaitsForQuietAndSkipsEvictedBlocks) {
   WorkerMetrics metrics;
   std::atomic<int64_t> last_use{absl::GetCurrentTimeNanos() +
