@@ -349,6 +349,15 @@ uint64_t UnderStoreMetadata::Invalidate(absl::string_view raw) {
   if (!path.ok()) return 0;
   uint64_t n = 0;
   absl::MutexLock lock(&mu_);
+  if (*path == "/") {
+    // Everything ("/" + "/" would be no key's prefix): a new leader's
+    // first act, and `larder invalidate /`.
+    n = stats_.size() + lists_.size();
+    stats_.clear();
+    lists_.clear();
+    dirs_.clear();
+    return n;
+  }
   // Two key ranges: the path itself with its listing keys ("PATH\x01..."),
   // and everything below it ("PATH/..." up to "PATH0", '0' being '/' + 1).
   // One scan would stop early at siblings like "PATH-b", which sort between.

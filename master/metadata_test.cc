@@ -174,6 +174,28 @@ TEST_F(MetadataCacheTest, StatMissesOfOneDirectoryShareOneListing) {
   EXPECT_EQ(cache_->requests().lists, 2u);
 }
 
+// Invalidating "/" drops everything (a master that becomes leader again
+// drops what it cached before another master changed the store).
+TEST_F(MetadataCacheTest, InvalidatingTheRootDropsEverything) {
+  Write("d/f", "one");
+  Mount(60000);
+  ASSERT_EQ(cache_->Stat("/datasets/ds/d/f")->info().size(), 3u);
+  v1::ListRequest list;
+  list.set_path("/datasets/ds/d");
+  ASSERT_TRUE(cache_->List(list).ok());
+  const auto before = cache_->requests();
+  ASSERT_TRUE(cache_->Stat("/datasets/ds/d/f").ok());
+  EXPECT_EQ(cache_->requests().stats, before.stats);  // Cached.
+  Write("d/f", "three");
+  EXPECT_GT(cache_->Invalidate("/"), 0u);
+  EXPECT_EQ(cache_->CachedEntries(), 0u);
+  auto again = cache_->Stat("/datasets/ds/d/f");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->info().size(), 5u);
+  ASSERT_TRUE(cache_->List(list).ok());
+  EXPECT_EQ(cache_->requests().lists, before.lists + 1);
+}
+
 // Answers say how long they have left: the whole TTL when just looked up,
 // what is left of it when served from the cache (Stat and List alike).
 TEST_F(MetadataCacheTest, AnswersCarryWhatIsLeftOfTheirTtl) {
