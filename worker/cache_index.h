@@ -114,16 +114,19 @@ class CacheIndex {
   // admitted (larger than the tier, policy kNone and full, or everything
   // evictable is pinned, leased or protected). Replaces an existing entry of
   // `key`. `protect` > 0: the entry is not evicted within `protect` of its
-  // admission or its last Find.
+  // admission or its last Find. `must_free` > 0: entries of at least that
+  // many bytes are evicted too, whatever the capacity (the disk under the
+  // tier is fuller than its capacity says: others use it too).
   bool Admit(const BlockKey& key, Value value, uint64_t size, bool pinned,
              absl::Duration ttl, absl::Time now, std::vector<Value>* evicted,
-             absl::Duration protect = absl::ZeroDuration()) {
+             absl::Duration protect = absl::ZeroDuration(),
+             uint64_t must_free = 0) {
     if (auto it = map_.find(key); it != map_.end()) {
       if (evicted) evicted->push_back(std::move(it->second.value));
       Remove(it);
     }
     if (size > capacity_) return false;
-    if (!MakeRoom(size, now, evicted)) return false;
+    if (!MakeRoom(size, now, evicted, must_free)) return false;
     Entry e;
     e.value = std::move(value);
     e.size = size;
@@ -212,12 +215,14 @@ class CacheIndex {
     map_.erase(it);
   }
 
-  bool MakeRoom(uint64_t size, absl::Time now, std::vector<Value>* evicted) {
+  bool MakeRoom(uint64_t size, absl::Time now, std::vector<Value>* evicted,
+                uint64_t must_free = 0) {
     std::vector<BlockKey> victims;
     uint64_t freed = 0;
-    // Room for `size` more bytes and one more entry once `victims` go.
+    // Room for `size` more bytes and one more entry once `victims` go, and
+    // at least `must_free` bytes freed.
     auto short_of_room = [&] {
-      return used_ + size > capacity_ + freed ||
+      return used_ + size > capacity_ + freed || freed < must_free ||
              map_.size() - victims.size() + 1 > max_entries_;
     };
     if (!short_of_room()) return true;

@@ -452,15 +452,21 @@ absl::Status NvmeTier::Write(const Block& block, absl::Duration protect) {
       const int d = (next_dir_ + i) % n;
       Dir& dd = *dirs_[d];
       if (dd.degraded_until > now) continue;
-      // The reserve: room for this block plus the reserve must remain, after
-      // counting what evictions in this directory would free.
-      if (FreeBytes(dd.path) < size + options_.reserve_bytes) {
-        Degrade(d, "free space below the reserve");
-        continue;
-      }
+      // The reserve: room for this block plus the reserve must remain. Where
+      // the disk is fuller than the tier's capacity says (others use it,
+      // or the capacity is set above the disk), this directory's own
+      // blocks make up the difference, least recent first; only when they
+      // cannot is the directory degraded.
+      const uint64_t free = FreeBytes(dd.path);
+      const uint64_t must_free = free < size + options_.reserve_bytes
+                                     ? size + options_.reserve_bytes - free
+                                     : 0;
       if (dd.index.Admit(key, FileInfo{d, block.id()}, size, pinned, ttl, now,
-                         &evicted, protect))
+                         &evicted, protect, must_free)) {
         dir = d;
+      } else if (must_free > 0) {
+        Degrade(d, "free space below the reserve");
+      }
     }
     if (dir < 0) {
       write_failures_.fetch_add(1, std::memory_order_relaxed);

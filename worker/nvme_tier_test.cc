@@ -2,10 +2,15 @@
 #include "worker/nvme_tier.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -145,6 +150,35 @@ TEST(NvmeTierTest, CapacityEvictsLeastRecentlyUsed) {
   EXPECT_TRUE((*tier)->Contains(c->key()));
   EXPECT_EQ(BlockFiles(dir.path()).size(), 2u);
   EXPECT_LE((*tier)->GetStats().dirs[0].used, 2u * 8192);
+}
+
+// A disk fuller than the tier's capacity says (the capacity set above
+// what the disk holds, or others writing to it): the tier's own least
+// recent blocks make room for the reserve, and writes go on; it used to
+// degrade the directory every 30 s for good, with nothing ever evicted.
+TEST(NvmeTierTest, ADiskFullerThanTheCapacityEvictsInsteadOfStopping) {
+  testing::TempDir dir;
+  const std::string disk = dir.path() + "/disk";
+  std::filesystem::create_directories(disk);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256k,mode=0700") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
+  absl::Cleanup unmount = [&] { ::umount2(disk.c_str(), MNT_DETACH); };
+  NvmeOptions o = Options(disk, 64 << 20);  // Far more than the disk.
+  o.reserve_bytes = 64 << 10;
+  auto tier = NvmeTier::Open(o, nullptr);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  std::vector<std::shared_ptr<const Block>> blocks;
+  for (int i = 0; i < 60; ++i) {
+    blocks.push_back(MakeBlock("full.bin", i, 60 * 4096));
+    ASSERT_TRUE((*tier)->Write(*blocks.back()).ok()) << "block " << i;
+    EXPECT_FALSE((*tier)->GetStats().dirs[0].degraded) << "block " << i;
+  }
+  // The newest are there and read back; the oldest made room.
+  EXPECT_TRUE((*tier)->Read(blocks.back()->id()).ok());
+  EXPECT_FALSE((*tier)->Contains(blocks.front()->key()));
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs(disk.c_str(), &vfs), 0);
+  EXPECT_GE(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize, 32u << 10);
 }
 
 TEST(NvmeTierTest, ReserveDegradesInsteadOfFillingTheDisk) {
