@@ -381,6 +381,12 @@ absl::StatusOr<size_t> AzureStore::ReadRange(absl::string_view path,
           }
           if (r.status == 200 && offset != 0)
             return absl::InternalError("server ignored x-ms-range");
+          if (r.status == 206 && RangeStartOf(r) != offset) {
+            return absl::UnavailableError(
+                absl::StrCat("Azure read of ", Describe(blob), " at ", offset,
+                             ": the answer's range is '",
+                             r.Header("content-range"), "'; reading again"));
+          }
           if (object_size != nullptr) {
             std::optional<uint64_t> size = ObjectSizeOf(r);
             if (!size) {

@@ -404,6 +404,14 @@ std::optional<uint64_t> ObjectSizeOf(const HttpResponse& response) {
   return std::nullopt;
 }
 
+std::optional<uint64_t> RangeStartOf(const HttpResponse& response) {
+  absl::string_view range = response.Header("content-range");
+  if (!absl::ConsumePrefix(&range, "bytes ")) return std::nullopt;
+  const size_t dash = range.find('-');
+  if (dash == absl::string_view::npos) return std::nullopt;
+  return ParseUint(range.substr(0, dash));
+}
+
 absl::Status HttpErrorStatus(long status, const std::string& msg,
                              absl::string_view what) {
   if (status == 429) return absl::ResourceExhaustedError(msg);

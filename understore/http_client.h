@@ -126,6 +126,9 @@ std::optional<uint64_t> ParseUint(absl::string_view text);
 // Content-Range ("bytes 0-99/1234") on a partial response, Content-Length on
 // a whole one; nullopt when the response does not say (or says "*").
 std::optional<uint64_t> ObjectSizeOf(const HttpResponse& response);
+// The first byte of a 206's range (Content-Range "bytes FIRST-LAST/SIZE");
+// nothing when the header is missing or malformed.
+std::optional<uint64_t> RangeStartOf(const HttpResponse& response);
 // The status for an HTTP error the store's own error codes did not decide:
 // 429 ResourceExhausted, 5xx Unavailable, 404 NotFound, 401/403
 // PermissionDenied, 304/412 FailedPrecondition ("the `what` changed"), 416

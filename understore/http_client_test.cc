@@ -29,6 +29,20 @@ TEST(HttpHelpersTest, DatesAndNumbers) {
   EXPECT_EQ(ParseUint(""), std::nullopt);
 }
 
+TEST(HttpHelpersTest, RangesSayTheirFirstByteAndTheObjectsSize) {
+  HttpResponse r;
+  r.status = 206;
+  r.headers = {{"content-range", "bytes 100-199/1000"}};
+  EXPECT_EQ(RangeStartOf(r), 100u);
+  EXPECT_EQ(ObjectSizeOf(r), 1000u);
+  r.headers = {{"content-range", "bytes */1000"}};
+  EXPECT_EQ(RangeStartOf(r), std::nullopt);
+  r.headers = {{"content-range", "items 1-2/3"}};
+  EXPECT_EQ(RangeStartOf(r), std::nullopt);
+  r.headers = {};
+  EXPECT_EQ(RangeStartOf(r), std::nullopt);
+}
+
 TEST(HttpHelpersTest, HttpErrorsMapToNamedCodes) {
   const std::pair<long, absl::StatusCode> cases[] = {
       {429, absl::StatusCode::kResourceExhausted},

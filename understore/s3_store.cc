@@ -503,6 +503,15 @@ absl::StatusOr<size_t> S3Store::ReadRange(absl::string_view path,
   LARDER_RETURN_IF_ERROR(
       RetryWithBackoff(http_.options().retry, "s3.get", [&]() -> absl::Status {
         LARDER_ASSIGN_OR_RETURN(HttpResponse r, SendOnce(call, buffer, skip));
+        if (r.status == 206 && (skip != 0 || RangeStartOf(r) != offset)) {
+          // A range other than the one asked for, or one read while
+          // skipping (after a server that ignored Range): read again.
+          skip = 0;
+          return absl::UnavailableError(
+              absl::StrCat("S3 read of ", Describe(key), " at ", offset,
+                           ": the answer's range is '",
+                           r.Header("content-range"), "'; reading again"));
+        }
         if (r.status == 206 || (r.status == 200 && skip == offset)) {
           LARDER_RETURN_IF_ERROR(check_version(r));
           if (object_size != nullptr) {
