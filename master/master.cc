@@ -79,6 +79,13 @@ absl::StatusOr<std::unique_ptr<Master>> Master::Start(MasterOptions options) {
       return absl::InvalidArgumentError(
           "--leader_lease must be at least 2s (etcd's shortest lease)");
     }
+    // etcd's leases are whole seconds: 2.5s would be granted as 2s while
+    // this master counted on leading for 2.5s (another could lead by then).
+    if (m->options_.leader_lease % absl::Seconds(1) != absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--leader_lease must be whole seconds (etcd's leases are), not ",
+          absl::FormatDuration(m->options_.leader_lease)));
+    }
     LARDER_ASSIGN_OR_RETURN(m->options_.advertise,
                             AdvertisedAddress(m->options_));
     EtcdLeadership::Options lo;
@@ -284,6 +291,10 @@ absl::Status Master::OnElected(int64_t term) {
       invalidations_->NewEpoch();
       metadata_->Invalidate("/");
     }
+  } else {
+    // Heartbeats were refused while deposed: every worker's last one may be
+    // older than the timeout by now.
+    membership_->Grace(absl::Now());
   }
   // Stepping down stopped the jobs, whatever the term.
   LARDER_RETURN_IF_ERROR(loads_->Resume());

@@ -183,6 +183,13 @@ void Membership::Restore(const v1::Ring& ring, absl::Time now) {
       .Field("ring_version", version_);
 }
 
+void Membership::Grace(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& w : workers_) {
+    if (w->alive) w->last_heartbeat = std::max(w->last_heartbeat, now);
+  }
+}
+
 std::vector<std::string> Membership::Expire(absl::Time now) {
   std::vector<Worker*> gone;
   std::vector<std::string> ids;

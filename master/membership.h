@@ -67,6 +67,10 @@ class Membership {
                  const std::vector<BlockKey>& removed, absl::Time now);
   // Drops workers silent for longer than the timeout; returns their ids.
   std::vector<std::string> Expire(absl::Time now);
+  // Counts every live worker as heard from at `now`: a master that leads
+  // again after refusing heartbeats while deposed (the same term, its state
+  // kept) gives them a whole timeout to reach it, instead of dropping all.
+  void Grace(absl::Time now);
 
   v1::Ring Ring() const;
   uint64_t version() const;

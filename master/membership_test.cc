@@ -41,6 +41,18 @@ TEST(MembershipTest, JoinHeartbeatExpireRejoin) {
 // The rebalance window (Ring.changed_unix_ms) opens only when a change can
 // strand cached blocks: joins while nothing is cached (a starting cluster)
 // leave it shut, a join or a loss once blocks are cached opens it.
+// A master that leads again in the same term gives its workers a whole
+// timeout from then (their heartbeats were refused while it was deposed).
+TEST(MembershipTest, GraceGivesLiveWorkersAWholeTimeout) {
+  Membership m(absl::Seconds(10));
+  m.Register(Info("a"), {}, t0);
+  m.Register(Info("b"), {}, t0);
+  m.Grace(t0 + absl::Seconds(15));
+  EXPECT_TRUE(m.Expire(t0 + absl::Seconds(16)).empty());
+  EXPECT_TRUE(m.Heartbeat("a", {}, {}, t0 + absl::Seconds(20)));
+  EXPECT_EQ(m.Expire(t0 + absl::Seconds(26)), std::vector<std::string>{"b"});
+}
+
 TEST(MembershipTest, ChangesWhileNothingIsCachedOpenNoRebalanceWindow) {
   Membership m(absl::Seconds(10));
   m.Register(Info("a"), {}, t0);

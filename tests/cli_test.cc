@@ -143,6 +143,15 @@ TEST(CliTest, FlagMistakesAreUsageErrorsWithASuggestion) {
     EXPECT_THAT(r.output, HasSubstr(c));
   }
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr(".cc")));
+  // etcd's leases are whole seconds: a leader lease of 2.5s is refused
+  // (it would be granted as 2s while the master counted on 2.5s).
+  testing::TempDir state;
+  r = RunLarder(
+      absl::StrCat("master --etcd=127.0.0.1:", testing::PickFreePort(),
+                   " --leader_lease=2.5s --state_dir=", state.path(),
+                   " --master_listen=127.0.0.1:0"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--leader_lease must be whole seconds"));
   r = RunLarder("worker --helpfull");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("--ram_max_blocks=auto"));
