@@ -257,6 +257,10 @@ std::shared_ptr<const Block> BlockStore::TryGetCached(const BlockId& id) {
 }
 
 void BlockStore::Prefetch(const BlockId& id) {
+  if (fetch_pool_->queued() >= options_.max_queued_prefetches) {
+    metrics_->prefetches_dropped.Increment();
+    return;
+  }
   StartFetch(id, /*urgent=*/false);
 }
 

@@ -64,6 +64,11 @@ struct BlockStoreOptions {
   int fetch_threads = 64;
   // Ranged reads in flight for sub-range fetches. Default 32.
   int range_threads = 32;
+  // Fetches queued at once beyond which a prefetch is dropped (counted in
+  // larder_worker_prefetches_dropped_total): a client that asks to
+  // prefetch a whole dataset cannot queue unbounded work and memory.
+  // Readers' fetches are never dropped. Default 65,536.
+  size_t max_queued_prefetches = 65536;
   // Sub-range size for parallel fetches of large blocks. Default 4 MiB: a
   // default block is one GET (S3 advises 8-16 MB ranges; per-request costs
   // dominate smaller ones, and sequential readers already have several

@@ -131,6 +131,32 @@ TEST_F(BlockStoreTest, ReadersFetchesGoAheadOfQueuedPrefetches) {
   EXPECT_EQ(store_->reads(), 5);  // d's second task found it fetched.
 }
 
+// A client that asks to prefetch a whole dataset cannot queue unbounded
+// work: past max_queued_prefetches the prefetches are dropped (counted);
+// a reader's fetch is still queued.
+TEST_F(BlockStoreTest, PrefetchesBeyondTheQueueBoundAreDropped) {
+  for (int i = 0; i < 50; ++i)
+    store_->Put(absl::StrCat("p", i), Pattern(100, i));
+  BlockStoreOptions o;
+  o.fetch_threads = 1;
+  o.max_queued_prefetches = 10;
+  auto bs = Make(o);
+  store_->CloseGate();
+  bs->Prefetch(Id("p0", 0));  // Runs, and waits at the gate.
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 1; },
+                               absl::Seconds(10)));
+  for (int i = 1; i < 50; ++i) bs->Prefetch(Id(absl::StrCat("p", i), 0));
+  EXPECT_EQ(bs->QueuedFetches(), 10u);
+  std::thread reader([&] { EXPECT_TRUE(bs->Get(Id("p49", 0)).ok()); });
+  ASSERT_TRUE(testing::WaitFor([&] { return bs->QueuedFetches() == 11; },
+                               absl::Seconds(10)));
+  store_->OpenGate();
+  reader.join();
+  ASSERT_TRUE(testing::WaitFor([&] { return bs->QueuedFetches() == 0; },
+                               absl::Seconds(10)));
+  EXPECT_EQ(store_->reads(), 12);  // p0, the 10 queued, and p49.
+}
+
 TEST_F(BlockStoreTest, FailedFetchReachesEveryWaiterAndLeavesNothing) {
   store_->Put("obj", Pattern(5000, 4));
   auto bs = Make();

@@ -70,6 +70,11 @@ WorkerMetrics::WorkerMetrics()
           Counter(*registry_, "larder_worker_single_flight_joins_total",
                   "Reads that joined a fetch already in flight.")
               .Add({})),
+      prefetches_dropped(Counter(*registry_,
+                                 "larder_worker_prefetches_dropped_total",
+                                 "Prefetches dropped: the fetch queue held "
+                                 "max_queued_prefetches already.")
+                             .Add({})),
       evictions_ram(Counter(*registry_, "larder_worker_evictions_total",
                             "Blocks evicted, by tier.")
                         .Add({{"tier", "ram"}})),

@@ -50,6 +50,7 @@ class WorkerMetrics {
   prometheus::Counter& write_bytes;            // Bytes of parts uploaded.
   prometheus::Histogram& under_store_latency;  // Seconds per block fetch.
   prometheus::Counter& single_flight_joins;
+  prometheus::Counter& prefetches_dropped;
   prometheus::Counter& evictions_ram;
   prometheus::Counter& evictions_nvme;
   prometheus::Counter& checksum_failures;
