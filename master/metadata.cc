@@ -80,6 +80,7 @@ absl::StatusOr<v1::StatResponse> UnderStoreMetadata::Stat(
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<UnderStore> store, Store(mount));
   LARDER_RETURN_IF_ERROR(StorePaused(mount, now));
   ++stat_requests_;
+  const uint64_t generation = this->generation();
   absl::StatusOr<ObjectInfo> found = store->Stat(rel);
   NoteStoreAnswer(mount, now, found.status());
   LARDER_ASSIGN_OR_RETURN(ObjectInfo info, std::move(found));
@@ -89,9 +90,11 @@ absl::StatusOr<v1::StatResponse> UnderStoreMetadata::Stat(
   resp.set_relative(rel);
   resp.set_block_size(mount.block_size());
   absl::MutexLock lock(&mu_);
-  stats_[cluster_path] = {resp,
-                          now + absl::Milliseconds(mount.metadata_ttl_ms())};
-  Inserted(now);
+  if (generation == generation_) {
+    stats_[cluster_path] = {resp,
+                            now + absl::Milliseconds(mount.metadata_ttl_ms())};
+    Inserted(now);
+  }
   resp.set_ttl_remaining_ms(std::max<uint64_t>(1, mount.metadata_ttl_ms()));
   return resp;
 }
@@ -147,6 +150,7 @@ absl::Status UnderStoreMetadata::StatListingPage(const v1::MountEntry& mount,
                                                  const std::string& dir_rel,
                                                  std::string* token,
                                                  int* listed) {
+  const uint64_t generation = this->generation();
   LARDER_ASSIGN_OR_RETURN(
       v1::ListResponse page,
       ListingPage(mount, dir_rel, /*recursive=*/false, 1000, *token));
@@ -155,6 +159,11 @@ absl::Status UnderStoreMetadata::StatListingPage(const v1::MountEntry& mount,
   const absl::Time expires = now + absl::Milliseconds(page.ttl_remaining_ms());
   const std::string prefix = absl::StrCat(mount.path(), "/");
   absl::MutexLock lock(&mu_);
+  // Invalidated meanwhile: the listing goes on, its entries not kept.
+  if (generation != generation_) {
+    *token = page.next_page_token();
+    return absl::OkStatus();
+  }
   for (v1::ObjectInfo& e : *page.mutable_entries()) {
     if (!absl::StartsWith(e.path(), prefix)) continue;
     v1::StatResponse resp;
@@ -237,6 +246,7 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
       absl::StrCat(cluster_path, "\x01", recursive, "|", page_size, "|", token);
   std::shared_ptr<PageFlight> flight;
   bool leader = false;
+  uint64_t generation = 0;
   {
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mu_);
@@ -246,9 +256,11 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
       r.set_ttl_remaining_ms(RemainingMs(it->second.expires, now));
       return r;
     }
+    generation = generation_;
     std::shared_ptr<PageFlight>& slot = page_flights_[key];
-    if (slot == nullptr) {
+    if (slot == nullptr || slot->generation != generation) {
       slot = std::make_shared<PageFlight>();
+      slot->generation = generation;
       leader = true;
     }
     flight = slot;
@@ -277,15 +289,19 @@ absl::StatusOr<v1::ListResponse> UnderStoreMetadata::ListingPage(
     absl::MutexLock lock(&mu_);
     const absl::Time expires = EarliestLook(
         resp, now + absl::Milliseconds(mount.metadata_ttl_ms()), now);
-    lists_[key] = {resp, expires};
-    Inserted(now);
+    if (generation == generation_) {
+      lists_[key] = {resp, expires};
+      Inserted(now);
+    }
     resp.set_ttl_remaining_ms(RemainingMs(expires, absl::Now()));
     return resp;
   };
   flight->result = fetch();
   {
     absl::MutexLock lock(&mu_);
-    page_flights_.erase(key);
+    if (auto it = page_flights_.find(key);
+        it != page_flights_.end() && it->second == flight)
+      page_flights_.erase(it);
   }
   flight->done.Notify();
   return flight->result;
@@ -349,6 +365,7 @@ uint64_t UnderStoreMetadata::Invalidate(absl::string_view raw) {
   if (!path.ok()) return 0;
   uint64_t n = 0;
   absl::MutexLock lock(&mu_);
+  ++generation_;
   if (*path == "/") {
     // Everything ("/" + "/" would be no key's prefix): a new leader's
     // first act, and `larder invalidate /`.

@@ -152,7 +152,9 @@ class UnderStoreMetadata {
                                                const std::string& rel,
                                                bool recursive, size_t page_size,
                                                const std::string& token);
+  // Joined only by callers of the same generation (see generation_).
   struct PageFlight {
+    uint64_t generation = 0;
     absl::Notification done;
     absl::StatusOr<v1::ListResponse> result;
   };
@@ -173,6 +175,14 @@ class UnderStoreMetadata {
   // Under-store requests for a page in flight, by lists_ key.
   absl::flat_hash_map<std::string, std::shared_ptr<PageFlight>> page_flights_
       ABSL_GUARDED_BY(mu_);
+  // Invalidations so far. An answer the store gave to a request made before
+  // one (it may hold what was just dropped) is served to its caller but not
+  // kept, and not joined by later callers.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation() {
+    absl::MutexLock lock(&mu_);
+    return generation_;
+  }
   // The outage of `mount`'s store, as the error to answer with, while it
   // is paused; OK when this caller may ask. A caller that may ask reports
   // the store's answer with NoteStoreAnswer.

@@ -75,6 +75,31 @@ class HeldPagesStore : public PassingStore {
   std::atomic<int> later_pages_{0};
 };
 
+// Passes every listing on, then holds its answer until Release(): the
+// store has answered, and the answer is on its way back.
+class HeldAnswersStore : public PassingStore {
+ public:
+  using PassingStore::PassingStore;
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  std::atomic<int> lists{0};
+
+  absl::StatusOr<ListPage> List(absl::string_view dir,
+                                const ListOptions& options) override {
+    absl::StatusOr<ListPage> page = PassingStore::List(dir, options);
+    ++lists;
+    mu_.LockWhenWithTimeout(absl::Condition(&released_), absl::Seconds(30));
+    mu_.Unlock();
+    return page;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // Passes every call on while up; while down, Stat and List fail as an
 // unreachable store does (after its retries). Counts the calls that
 // reached it.
@@ -194,6 +219,45 @@ TEST_F(MetadataCacheTest, InvalidatingTheRootDropsEverything) {
   EXPECT_EQ(again->info().size(), 5u);
   ASSERT_TRUE(cache_->List(list).ok());
   EXPECT_EQ(cache_->requests().lists, before.lists + 1);
+}
+
+// A listing the store answered before an invalidation (its answer still
+// on the way) is neither kept nor joined by a caller after it: the file
+// replaced meanwhile is seen at its new version, not for a TTL at the old.
+TEST_F(MetadataCacheTest, AnAnswerFromBeforeAnInvalidationIsNotKept) {
+  Write("d/f", "old");
+  Mount(60000);
+  auto inner = cache_->Store(mount_);
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  auto held = std::make_shared<HeldAnswersStore>(*inner);
+  cache_->SetStoreForTesting(mount_, held);
+  v1::ListRequest list;
+  list.set_path("/datasets/ds/d");
+  auto size_in = [](const absl::StatusOr<v1::ListResponse>& r) -> int64_t {
+    if (!r.ok() || r->entries_size() != 1) return -1;
+    return static_cast<int64_t>(r->entries(0).size());
+  };
+  absl::StatusOr<v1::ListResponse> before, after;
+  std::thread a([&] { before = cache_->List(list); });
+  auto join_a = absl::MakeCleanup([&] {
+    held->Release();
+    a.join();
+  });
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return held->lists >= 1; }, absl::Seconds(10)));
+  Write("d/f", "newer");  // A commit: the store changes, then invalidates.
+  cache_->Invalidate("/datasets/ds/d/f");
+  std::thread b([&] { after = cache_->List(list); });
+  // A caller after the invalidation asks the store itself.
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return held->lists >= 2; }, absl::Seconds(5)));
+  held->Release();
+  b.join();
+  std::move(join_a).Invoke();
+  EXPECT_EQ(size_in(before), 3);  // Served to its own caller.
+  EXPECT_EQ(size_in(after), 5);
+  EXPECT_EQ(size_in(cache_->List(list)), 5);  // And kept: the new one.
+  EXPECT_EQ(cache_->Stat("/datasets/ds/d/f")->info().size(), 5u);
 }
 
 // Answers say how long they have left: the whole TTL when just looked up,

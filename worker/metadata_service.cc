@@ -113,13 +113,15 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
       metrics_->metadata_hits.Increment();
       return Answer{f->value, f->expires - absl::Now()};
     }
+    generation = generation_;
     std::shared_ptr<Flight>& slot = flights_[key];
-    if (slot == nullptr) {
+    if (slot == nullptr || slot->generation != generation) {
+      // (One from before an invalidation goes on, unjoined, and is not kept.)
       slot = std::make_shared<Flight>();
+      slot->generation = generation;
       leader = true;
     }
     flight = slot;
-    generation = generation_;
   }
   if (!leader) {
     // The leader's call has a deadline: the wait is bounded by it.
@@ -168,7 +170,9 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
     // this very path: the answer is served, not kept.
     if (flight->result.ok() && generation == generation_)
       cache_.PutStat(key, **flight->result, flight->expires);
-    flights_.erase(key);
+    if (auto it = flights_.find(key);
+        it != flights_.end() && it->second == flight)
+      flights_.erase(it);
   }
   flight->done.Notify();
   metrics_->metadata_entries.Set(
@@ -228,7 +232,9 @@ void MetadataService::Finish(
     } else if (st.ok()) {
       Keep(*flight.entries, mount, flight.expires, generation);
     }
-    dir_flights_.erase(dir);
+    if (auto it = dir_flights_.find(dir);
+        it != dir_flights_.end() && it->second.get() == &flight)
+      dir_flights_.erase(it);
   }
   metrics_->metadata_entries.Set(
       static_cast<double>(cache_.counters().entries));
@@ -273,8 +279,9 @@ MetadataService::FromDirectory(const std::string& key, const Mount& mount,
       unlisted_.erase(it);
     }
     std::shared_ptr<DirFlight>& slot = dir_flights_[dir];
-    if (slot == nullptr) {
+    if (slot == nullptr || slot->generation != generation) {
       slot = std::make_shared<DirFlight>();
+      slot->generation = generation;
       leader = true;
     }
     flight = slot;

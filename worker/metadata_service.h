@@ -95,7 +95,10 @@ class MetadataService {
   ~MetadataService();
 
  private:
+  // In-flight asks are joined only by callers of the same generation: one
+  // that started before an invalidation may bring what it dropped.
   struct Flight {
+    uint64_t generation = 0;
     absl::Notification done;
     absl::StatusOr<std::shared_ptr<const NodeMetadataCache::Stat>> result;
     absl::Time expires;
@@ -138,6 +141,7 @@ class MetadataService {
   // thread per directory).
   static constexpr int kListThreads = 32;
   struct DirFlight {
+    uint64_t generation = 0;
     absl::Notification done;
     // Sorted by path; null when not listed, because of `status` (or OK:
     // too large).
