@@ -3,6 +3,7 @@
 // A real `larder worker` process over a real s3rver: reads through gRPC and
 // through short-circuit, restart warmth after kill -9, corruption on disk, a
 // full NVMe directory, single-flight across RPCs, graceful SIGTERM.
+#include <fcntl.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <netinet/in.h>
@@ -363,11 +364,13 @@ TEST_F(WorkerTest, FullNvmeDirectoryDegradesToRamOnly) {
 }
 
 TEST_F(WorkerTest, RealEnospcOnTheNvmeDirectoryDegradesToRamOnly) {
-  // A 6 MiB tmpfs that the worker believes holds 1 GiB: the second block
-  // file hits ENOSPC for real.
+  // A tmpfs whose inodes another process uses up once the worker has
+  // opened it: the block files hit ENOSPC for real, with bytes to spare (a
+  // disk short of bytes is met by evicting the tier's own blocks first:
+  // NvmeTierTest.ADiskFullerThanTheCapacityEvictsInsteadOfStopping).
   testing::TempDir small;
-  if (::mount("tmpfs", small.path().c_str(), "tmpfs", 0, "size=6m,mode=0700") !=
-      0) {
+  if (::mount("tmpfs", small.path().c_str(), "tmpfs", 0,
+              "size=64m,nr_inodes=64,mode=0700") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs (needs root): "
                  << std::strerror(errno);
   }
@@ -375,6 +378,17 @@ TEST_F(WorkerTest, RealEnospcOnTheNvmeDirectoryDegradesToRamOnly) {
   absl::Cleanup unmount = [&] { ::umount2(small.path().c_str(), MNT_DETACH); };
   auto worker = StartWorker({absl::StrCat("--nvme=", small.path(), ":1GiB")});
   ASSERT_NE(worker, nullptr);
+  int filled = 0;
+  for (; filled < 1000; ++filled) {
+    const std::string f = absl::StrCat(small.path(), "/other-", filled);
+    const int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      ASSERT_EQ(errno, ENOSPC) << std::strerror(errno);
+      break;
+    }
+    ::close(fd);
+  }
+  ASSERT_LT(filled, 1000) << "the tmpfs did not run out of inodes";
   WorkerClient client(worker->address());
   EXPECT_TRUE(ReadAllGrpc(client) == data_);
   ASSERT_TRUE(testing::WaitFor(
