@@ -20,6 +20,11 @@ namespace {
 
 constexpr size_t kBatchBlocks = 16;  // Blocks per CacheBlocks call.
 constexpr int kInFlightPerWorker = 8;
+// Threads of a load's runners at most: a cluster of 1,000 workers would
+// otherwise start 8,000 for one job. The runners are queued round-robin
+// (each worker's first, then each one's second, ...), so each worker has
+// batches in flight as soon as threads free up.
+constexpr int kMaxLoadThreads = 256;
 // Entries of a load's first listing page, and of each page after it: the
 // first is small so that fetching starts after one short listing request
 // (a store's page of 1,000 keys can take a few hundred ms), the rest are
@@ -310,10 +315,12 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
 
   absl::Status listing;
   {
-    ThreadPool pool(static_cast<int>(workers.size()) * kInFlightPerWorker,
-                    "larder-load");
-    for (size_t w = 0; w < workers.size(); ++w) {
-      for (int r = 0; r < kInFlightPerWorker; ++r) {
+    ThreadPool pool(
+        std::min(static_cast<int>(workers.size()) * kInFlightPerWorker,
+                 kMaxLoadThreads),
+        "larder-load");
+    for (int r = 0; r < kInFlightPerWorker; ++r) {
+      for (size_t w = 0; w < workers.size(); ++w) {
         pool.Schedule([&, w] {
           for (;;) {
             std::vector<Item> batch;
