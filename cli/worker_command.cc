@@ -87,6 +87,9 @@ ABSL_FLAG(
     "reads of this size.");
 ABSL_FLAG(int, fetch_threads, larder::BlockStoreOptions().fetch_threads,
           "worker: blocks fetched from under-stores at once.");
+ABSL_FLAG(int, nvme_read_threads, larder::BlockStoreOptions().nvme_read_threads,
+          "worker: blocks read back from the NVMe tier at once (apart from "
+          "the fetches, so a store that hangs never delays them).");
 ABSL_FLAG(std::string, write_buffer,
           larder::BytesFlagText(larder::WriteStagingOptions().max_bytes),
           "worker: most bytes of written objects held at once (parts being "
@@ -168,6 +171,8 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
       o.store.rules,
       CacheRules::Parse(absl::GetFlag(FLAGS_pin), absl::GetFlag(FLAGS_ttl)));
   o.store.fetch_threads = absl::GetFlag(FLAGS_fetch_threads);
+  o.store.nvme_read_threads =
+      std::max(1, absl::GetFlag(FLAGS_nvme_read_threads));
   LARDER_ASSIGN_OR_RETURN(o.writes.max_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_write_buffer)));
   o.upload_threads = std::max(1, absl::GetFlag(FLAGS_upload_threads));
@@ -333,6 +338,7 @@ const Command kWorkerCommand = {
                "ttl",
                "fetch_subrange",
                "fetch_threads",
+               "nvme_read_threads",
                "write_buffer",
                "upload_threads",
                "write_nice",

@@ -78,8 +78,12 @@ BlockStore::BlockStore(BlockStoreOptions options, const WorkerMounts* mounts,
           std::make_unique<ThreadPool>(options_.range_threads, "larder-range")),
       nvme_pool_(std::make_unique<ThreadPool>(options_.nvme_write_threads,
                                               "larder-nvmew")),
-      fetch_pool_(std::make_unique<ThreadPool>(options_.fetch_threads,
-                                               "larder-fetch")) {
+      fetch_pool_(
+          std::make_unique<ThreadPool>(options_.fetch_threads, "larder-fetch")),
+      nvme_read_pool_(options_.nvme
+                          ? std::make_unique<ThreadPool>(
+                                options_.nvme_read_threads, "larder-nvmer")
+                          : nullptr) {
   metrics_->ram_capacity.Set(static_cast<double>(options_.ram_capacity_bytes));
   if (options_.collapse_huge_pages) {
     huge_pages_ = std::make_unique<HugePagePromoter>(
@@ -99,7 +103,9 @@ void BlockStore::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  // Pool destructors drain their queues: fetches first (they queue writes).
+  // Pool destructors drain their queues: NVMe reads first (they hand
+  // misses to the fetches), then fetches (they queue writes).
+  nvme_read_pool_.reset();
   fetch_pool_.reset();
   nvme_pool_.reset();
   range_pool_.reset();
@@ -203,14 +209,29 @@ void BlockStore::QueueFetch(const BlockId& id,
   } else if (urgent) {
     flight->urgent = true;
   }
-  auto task = [this, id, flight] {
-    if (!flight->claimed.exchange(true)) RunFetch(id, flight);
+  // A block on NVMe is read on the NVMe pool: a store that hangs holds the
+  // fetch threads, never what the worker has on disk.
+  const bool from_nvme = nvme_read_pool_ != nullptr && !flight->nvme_tried &&
+                         nvme_->Contains(id.Key());
+  ThreadPool& pool = from_nvme ? *nvme_read_pool_ : *fetch_pool_;
+  auto task = [this, id, flight, from_nvme] {
+    if (flight->claimed.exchange(true)) return;
+    if (from_nvme) {
+      RunNvmeRead(id, flight);
+    } else {
+      RunFetch(id, flight);
+    }
   };
   if (urgent) {
-    fetch_pool_->ScheduleUrgent(std::move(task));
+    pool.ScheduleUrgent(std::move(task));
   } else {
-    fetch_pool_->Schedule(std::move(task));
+    pool.Schedule(std::move(task));
   }
+}
+
+size_t BlockStore::QueuedFetches() const {
+  return fetch_pool_->queued() +
+         (nvme_read_pool_ ? nvme_read_pool_->queued() : 0);
 }
 
 std::shared_ptr<BlockStore::Flight> BlockStore::StartFetch(const BlockId& id) {
@@ -257,16 +278,60 @@ std::shared_ptr<const Block> BlockStore::TryGetCached(const BlockId& id) {
 }
 
 void BlockStore::Prefetch(const BlockId& id) {
-  if (fetch_pool_->queued() >= options_.max_queued_prefetches) {
+  if (QueuedFetches() >= options_.max_queued_prefetches) {
     metrics_->prefetches_dropped.Increment();
     return;
   }
   StartFetch(id, /*urgent=*/false);
 }
 
-void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
+void BlockStore::RunNvmeRead(const BlockId& id,
+                             const std::shared_ptr<Flight>& flight) {
   Touch();
-  absl::StatusOr<BlockRead> result = Load(id);
+  bool differs = false;
+  if (absl::Status mount = CheckMount(id); !mount.ok()) {
+    Finish(id, flight, mount);
+    return;
+  }
+  if (std::shared_ptr<const Block> b = LoadFromNvme(id, &differs)) {
+    Finish(id, flight, BlockRead{std::move(b), BlockSource::kNvme});
+    return;
+  }
+  // To the store, on the fetch pool. Unclaimed again, so that a reader who
+  // joins while it is queued as a prefetch moves it ahead (QueueFetch).
+  flight->nvme_differs = differs;
+  flight->nvme_tried = true;
+  flight->claimed = false;
+  auto task = [this, id, flight] {
+    if (!flight->claimed.exchange(true)) RunFetch(id, flight);
+  };
+  if (flight->urgent) {
+    fetch_pool_->ScheduleUrgent(std::move(task));
+  } else {
+    fetch_pool_->Schedule(std::move(task));
+  }
+}
+
+void BlockStore::RunFetch(const BlockId& id,
+                          const std::shared_ptr<Flight>& flight) {
+  Touch();
+  absl::StatusOr<BlockRead> result = [&]() -> absl::StatusOr<BlockRead> {
+    LARDER_RETURN_IF_ERROR(CheckMount(id));
+    bool differs = flight->nvme_differs;
+    // Not yet asked: the block reached NVMe after the fetch was queued, or
+    // it was queued before the tier had it.
+    if (nvme_ && !flight->nvme_tried) {
+      if (std::shared_ptr<const Block> b = LoadFromNvme(id, &differs))
+        return BlockRead{std::move(b), BlockSource::kNvme};
+    }
+    return LoadFromStore(id, differs);
+  }();
+  Finish(id, flight, std::move(result));
+}
+
+void BlockStore::Finish(const BlockId& id,
+                        const std::shared_ptr<Flight>& flight,
+                        absl::StatusOr<BlockRead> result) {
   Touch();
   {
     absl::MutexLock lock(&mu_);
@@ -289,7 +354,7 @@ void BlockStore::RunFetch(BlockId id, std::shared_ptr<Flight> flight) {
   flight->done.Notify();
 }
 
-absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
+absl::Status BlockStore::CheckMount(const BlockId& id) const {
   LARDER_ASSIGN_OR_RETURN(Mount mount, mounts_->Get(id.mount));
   if (mount.block_size != id.block_size) {
     return absl::InvalidArgumentError(
@@ -297,28 +362,36 @@ absl::StatusOr<BlockRead> BlockStore::Load(const BlockId& id) {
                      " differs from mount '", id.mount, "' (", mount.block_size,
                      "): stale mount table"));
   }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const Block> BlockStore::LoadFromNvme(const BlockId& id,
+                                                      bool* differs) {
   // An NVMe file that describes the block otherwise than the request (a file
   // from before the worker checked object sizes) is replaced only once the
   // under-store has proved the request right.
-  bool nvme_differs = false;
-  if (nvme_ && nvme_->Contains(id.Key())) {
-    absl::StatusOr<std::shared_ptr<const Block>> b =
-        nvme_->Read(id, ObjectFor(id));
-    if (b.ok()) {
-      metrics_->hits_nvme.Increment();
-      AdmitRam(*b);
-      return BlockRead{*std::move(b), BlockSource::kNvme};
-    }
-    if (b.status().code() == absl::StatusCode::kFailedPrecondition) {
-      nvme_differs = true;
-    } else if (b.status().code() == absl::StatusCode::kDataLoss) {
-      metrics_->checksum_failures.Increment();  // Dropped; refetch below.
-    } else if (b.status().code() != absl::StatusCode::kNotFound) {
-      LARDER_LOG(WARNING, "nvme.read")
-          .Field("block", id.DebugString())
-          .Field("status", b.status());
-    }
+  if (!nvme_->Contains(id.Key())) return nullptr;
+  absl::StatusOr<std::shared_ptr<const Block>> b =
+      nvme_->Read(id, ObjectFor(id));
+  if (b.ok()) {
+    metrics_->hits_nvme.Increment();
+    AdmitRam(*b);
+    return *std::move(b);
   }
+  if (b.status().code() == absl::StatusCode::kFailedPrecondition) {
+    *differs = true;
+  } else if (b.status().code() == absl::StatusCode::kDataLoss) {
+    metrics_->checksum_failures.Increment();  // Dropped; refetched.
+  } else if (b.status().code() != absl::StatusCode::kNotFound) {
+    LARDER_LOG(WARNING, "nvme.read")
+        .Field("block", id.DebugString())
+        .Field("status", b.status());
+  }
+  return nullptr;
+}
+
+absl::StatusOr<BlockRead> BlockStore::LoadFromStore(const BlockId& id,
+                                                    bool nvme_differs) {
   metrics_->misses.Increment();
   const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<const Block>> b = FetchFromUnderStore(id);

@@ -10,12 +10,14 @@
 // A read (Get) looks in RAM, then on NVMe (a hit there is verified, then
 // promoted to RAM), then fetches from the mount's under-store. A miss is
 // fetched once: concurrent Gets of the same block, from any RPC or the
-// short-circuit socket, wait on the same fetch (single-flight). Fetches run
-// on a bounded pool; a block of at least two sub-ranges is fetched as
-// parallel ranged reads into the block's memory, pinned to the object
-// version. A failed fetch hands the under-store's error to every waiter and
-// leaves no partial block. A waiter that gives up (deadline, cancellation)
-// leaves the fetch running for the others.
+// short-circuit socket, wait on the same fetch (single-flight). Blocks the
+// NVMe tier holds are read on a pool of their own, so a store that hangs
+// (every fetch thread waiting on it) never holds up what the worker has on
+// disk; fetches from the store run on a bounded pool; a block of at least two
+// sub-ranges is fetched as parallel ranged reads into the block's memory,
+// pinned to the object version. A failed fetch hands the under-store's error to
+// every waiter and leaves no partial block. A waiter that gives up (deadline,
+// cancellation) leaves the fetch running for the others.
 //
 // Every fetched block is also written to NVMe in the background (inclusive
 // tiers), so a restarted worker is warm; a RAM eviction then costs nothing.
@@ -78,6 +80,9 @@ struct BlockStoreOptions {
   // new blocks are not written: RAM-only for them). Defaults 2 and 256.
   int nvme_write_threads = 2;
   size_t max_pending_nvme_writes = 256;
+  // Reads of blocks the NVMe tier holds, at once. Default 16 (a device
+  // serves many reads in parallel; each is a block's read and checksum).
+  int nvme_read_threads = 16;
   // Objects of two blocks or more and at most this size keep their RAM
   // blocks in one memfd per object (block.h), which a local FUSE daemon can
   // hand to the kernel whole (ExportObject); such an object leaves RAM as a
@@ -145,9 +150,10 @@ class BlockStore {
   // Never blocks on I/O: RPC threads use it before handing a miss to Get.
   std::shared_ptr<const Block> TryGetCached(const BlockId& id);
 
-  // Fetch tasks queued, not yet running (a flight moved ahead of the
-  // prefetches counts twice until one of its tasks runs).
-  size_t QueuedFetches() const { return fetch_pool_->queued(); }
+  // Fetch tasks queued, not yet running, from the store and from NVMe (a
+  // flight moved ahead of the prefetches counts twice until one of its
+  // tasks runs).
+  size_t QueuedFetches() const;
 
   // Starts fetching a block if it is not cached; returns at once. Fetches
   // for readers that wait (Get, StartFetch) go ahead of queued prefetches,
@@ -163,6 +169,11 @@ class BlockStore {
     // as a prefetch, then ahead of the prefetches for a reader).
     std::atomic<bool> claimed{false};
     std::atomic<bool> urgent{false};  // Queued ahead of the prefetches.
+    // Set once the NVMe tier was asked and did not serve the block: the
+    // flight's tasks go to the store (and `nvme_differs`: the NVMe file
+    // describes the block otherwise than the request; see Load).
+    std::atomic<bool> nvme_tried{false};
+    std::atomic<bool> nvme_differs{false};
   };
   // Starts fetching a block that is not in RAM (or joins the fetch in
   // flight) and returns it; nullptr when RAM holds the block (or `id` is
@@ -248,8 +259,25 @@ class BlockStore {
   void QueueFetch(const BlockId& id, const std::shared_ptr<Flight>& flight,
                   bool started, bool urgent);
   std::shared_ptr<Flight> StartFetch(const BlockId& id, bool urgent);
-  void RunFetch(BlockId id, std::shared_ptr<Flight> flight);
-  absl::StatusOr<BlockRead> Load(const BlockId& id);
+  // Runs on the NVMe read pool: serves the flight from NVMe, or hands it to
+  // the fetch pool (ahead of the prefetches if a reader waits for it).
+  void RunNvmeRead(const BlockId& id, const std::shared_ptr<Flight>& flight);
+  // Runs on the fetch pool: the store's fetch (after NVMe, if it was not
+  // asked yet).
+  void RunFetch(const BlockId& id, const std::shared_ptr<Flight>& flight);
+  // Ends a flight with `result`.
+  void Finish(const BlockId& id, const std::shared_ptr<Flight>& flight,
+              absl::StatusOr<BlockRead> result);
+  // The mount of `id` exists with id's block size. Errors: NotFound,
+  // InvalidArgument (a stale mount table).
+  absl::Status CheckMount(const BlockId& id) const;
+  // The block from NVMe, verified and promoted to RAM; nullptr when the
+  // tier does not serve it (not there, corrupt: the store must), with
+  // `*differs` set when its file describes the block otherwise.
+  std::shared_ptr<const Block> LoadFromNvme(const BlockId& id, bool* differs);
+  // The block from the store, into RAM and queued for NVMe (replacing a
+  // file that `nvme_differs`).
+  absl::StatusOr<BlockRead> LoadFromStore(const BlockId& id, bool nvme_differs);
   // The memfd the blocks of id's object live in (created on first use);
   // null for objects that keep a memfd per block.
   std::shared_ptr<const ObjectFile> ObjectFor(const BlockId& id);
@@ -311,6 +339,9 @@ class BlockStore {
   std::unique_ptr<ThreadPool> range_pool_;
   std::unique_ptr<ThreadPool> nvme_pool_;
   std::unique_ptr<ThreadPool> fetch_pool_;
+  // Reads of blocks on NVMe; null without an NVMe tier. Destroyed before the
+  // fetch pool it hands misses to.
+  std::unique_ptr<ThreadPool> nvme_read_pool_;
 };
 
 }  // namespace larder

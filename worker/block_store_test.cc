@@ -288,6 +288,46 @@ TEST_F(BlockStoreTest, NvmeKeepsBlocksAcrossRestartAndCorruptionIsRefetched) {
   EXPECT_EQ(store_->reads(), 2);
 }
 
+// A store that hangs holds the fetch threads, never the blocks on NVMe: a
+// restarted worker (RAM empty, NVMe warm) serves them, to a reader and to a
+// prefetch, while its only fetch thread waits on the store.
+TEST_F(BlockStoreTest, NvmeHitsAreNotQueuedBehindAStoreThatHangs) {
+  testing::TempDir dir;
+  const std::string warm = Pattern(100000, 11), warm2 = Pattern(5000, 13);
+  store_->Put("warm", warm);
+  store_->Put("warm2", warm2);
+  store_->Put("cold", Pattern(100000, 12));
+  BlockStoreOptions o;
+  o.nvme = NvmeOptions{{{dir.path(), 64 << 20}}, 0};
+  o.fetch_threads = 1;
+  {
+    auto bs = Make(o);
+    ASSERT_TRUE(bs->Get(Id("warm", 0)).ok());
+    ASSERT_TRUE(bs->Get(Id("warm2", 0)).ok());
+    bs->Shutdown();  // Waits for the background NVMe writes.
+  }
+  auto bs = Make(o);
+  store_->CloseGate();
+  std::thread cold([&] {
+    auto r = bs->Get(Id("cold", 0));
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 1; },
+                               absl::Seconds(10)));
+  auto r = bs->Get(Id("warm", 0), absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, BlockSource::kNvme);
+  EXPECT_EQ(r->block->data(), warm);
+  bs->Prefetch(Id("warm2", 0));
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return bs->TryGetCached(Id("warm2", 0)) != nullptr; },
+      absl::Seconds(5)));
+  EXPECT_EQ(metrics_.hits_nvme.Value(), 2);
+  store_->OpenGate();
+  cold.join();
+  EXPECT_EQ(store_->reads(), 3);  // The two first fetches, and "cold".
+}
+
 TEST_F(BlockStoreTest, BadRequestsAreRejected) {
   store_->Put("obj", Pattern(5000, 10));
   auto bs = Make();
