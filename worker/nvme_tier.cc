@@ -321,7 +321,7 @@ std::string NvmeTier::BlockPath(int dir, const BlockKey& key) const
 
 bool NvmeTier::Contains(const BlockKey& key) {
   absl::MutexLock lock(&mu_);
-  return where_.contains(key);
+  return where_.contains(key) && !writing_.contains(key);
 }
 
 void NvmeTier::DeleteFiles(const std::vector<FileInfo>& victims) {
@@ -353,6 +353,8 @@ absl::StatusOr<std::shared_ptr<const Block>> NvmeTier::Read(
     absl::MutexLock lock(&mu_);
     auto it = where_.find(key);
     if (it == where_.end()) return absl::NotFoundError("not in the NVMe tier");
+    if (writing_.contains(key))
+      return absl::NotFoundError("still being written to the NVMe tier");
     path = BlockPath(it->second, key);
     dir = dirs_[it->second].get();
     if (dirs_[it->second]->index.Find(key, absl::Now()) ==
@@ -441,6 +443,7 @@ absl::Status NvmeTier::Write(const Block& block, absl::Duration protect) {
   const absl::Duration ttl =
       rules_ ? rules_->Ttl(block.id()) : absl::InfiniteDuration();
   int dir = -1;
+  uint64_t token = 0;
   std::vector<FileInfo> evicted;
   std::string path, tmp;
   {
@@ -475,8 +478,11 @@ absl::Status NvmeTier::Write(const Block& block, absl::Duration protect) {
     }
     next_dir_ = (dir + 1) % n;
     where_[key] = dir;
+    token = ++next_write_;
+    writing_[key] = token;
     for (const FileInfo& v : evicted) {
       where_.erase(v.id.Key());
+      writing_.erase(v.id.Key());
       removed_.push_back(v.id.Key());
     }
     path = BlockPath(dir, key);
@@ -520,15 +526,24 @@ absl::Status NvmeTier::Write(const Block& block, absl::Duration protect) {
           absl::StrCat("rename ", tmp, ": ", std::strerror(err)));
     }
   }
+  absl::MutexLock lock(&mu_);
+  auto it = writing_.find(key);
+  const bool ours = it != writing_.end() && it->second == token;
+  if (ours) writing_.erase(it);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     write_failures_.fetch_add(1, std::memory_order_relaxed);
-    absl::MutexLock lock(&mu_);
-    dirs_[dir]->index.Erase(key);
-    where_.erase(key);
+    if (ours) {
+      dirs_[dir]->index.Erase(key);
+      where_.erase(key);
+    }
     Degrade(dir, st.message());
     return st;
   }
+  // Left the tier while it was written (erased, evicted) and not taken
+  // again since: the file is no entry's. Deleted under the lock, so that no
+  // new Write of the key renames its file in between.
+  if (!ours && !where_.contains(key)) ::unlink(path.c_str());
   return absl::OkStatus();
 }
 
@@ -542,6 +557,7 @@ size_t NvmeTier::Erase(const std::vector<BlockKey>& keys) {
       if (auto v = dirs_[it->second]->index.Erase(k))
         victims.push_back(std::move(*v));
       where_.erase(it);
+      writing_.erase(k);
       removed_.push_back(k);
     }
   }
@@ -561,6 +577,7 @@ size_t NvmeTier::ErasePrefix(absl::string_view prefix) {
           });
       for (FileInfo& f : v) {
         where_.erase(f.id.Key());
+        writing_.erase(f.id.Key());
         removed_.push_back(f.id.Key());
         victims.push_back(std::move(f));
       }
@@ -574,7 +591,9 @@ std::vector<BlockKey> NvmeTier::Keys() {
   absl::MutexLock lock(&mu_);
   std::vector<BlockKey> out;
   out.reserve(where_.size());
-  for (const auto& [k, d] : where_) out.push_back(k);
+  for (const auto& [k, d] : where_) {
+    if (!writing_.contains(k)) out.push_back(k);
+  }
   return out;
 }
 

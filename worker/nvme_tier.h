@@ -145,6 +145,13 @@ class NvmeTier {
   std::vector<std::unique_ptr<Dir>> dirs_ ABSL_GUARDED_BY(mu_);
   // Which directory holds a key (a key lives in at most one).
   absl::flat_hash_map<BlockKey, int> where_ ABSL_GUARDED_BY(mu_);
+  // Keys of where_ whose file is still being written, by the token of the
+  // Write that writes it: not Contained, not Read (there is no file yet to
+  // find), and when one leaves the tier meanwhile (erased, evicted) its
+  // writer deletes the file it renames into place instead of leaving a file
+  // no index entry names.
+  absl::flat_hash_map<BlockKey, uint64_t> writing_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_write_ ABSL_GUARDED_BY(mu_) = 0;
   int next_dir_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<BlockKey> removed_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> checksum_failures_{0};
