@@ -82,6 +82,7 @@ class ClientImpl final : public Client, private MetadataView::Backend {
              std::shared_ptr<const ChannelFactory> channels)
       : options_(WithNode(std::move(options))),
         channels_(std::move(channels)),
+        local_(options_.worker_timeout),
         router_(
             {.node = options_.node},
             [this](const v1::LocateRequest& req)
@@ -516,7 +517,8 @@ class ClientImpl final : public Client, private MetadataView::Backend {
     }
     // A connection that failed to carry the exchange is not reused.
     if (a.ok() || (a.status().code() != absl::StatusCode::kUnavailable &&
-                   a.status().code() != absl::StatusCode::kInternal)) {
+                   a.status().code() != absl::StatusCode::kInternal &&
+                   a.status().code() != absl::StatusCode::kDeadlineExceeded)) {
       local_.Give(socket, *std::move(sc));
     }
     if (!a.ok()) {

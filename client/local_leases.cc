@@ -52,6 +52,17 @@ absl::StatusOr<std::shared_ptr<ShortCircuitClient>> LocalLeases::Take(
     const std::string& socket) {
   {
     absl::MutexLock lock(&pool_mu_);
+    if (auto q = quiet_until_.find(socket); q != quiet_until_.end()) {
+      if (absl::Now() < q->second) {
+        return absl::UnavailableError(absl::StrCat(
+            "the worker at ", socket,
+            " left a short-circuit request "
+            "unanswered for ",
+            absl::FormatDuration(timeout_), "; not asked again until ",
+            absl::FormatTime(q->second)));
+      }
+      quiet_until_.erase(q);
+    }
     auto& idle = idle_[socket];
     if (!idle.empty()) {
       auto c = std::move(idle.back());
@@ -60,7 +71,20 @@ absl::StatusOr<std::shared_ptr<ShortCircuitClient>> LocalLeases::Take(
     }
   }
   absl::StatusOr<std::unique_ptr<ShortCircuitClient>> c =
-      ShortCircuitClient::Connect(socket);
+      ShortCircuitClient::Connect(socket, timeout_, [this, socket] {
+        {
+          absl::MutexLock lock(&pool_mu_);
+          quiet_until_[socket] = absl::Now() + kQuietAfterSilence;
+          // Idle connections to it would wait the whole timeout too.
+          idle_.erase(socket);
+        }
+        LARDER_LOG(WARNING, "client.short_circuit_silent")
+            .Field("socket", socket)
+            .Field("timeout", timeout_)
+            .Field("detail",
+                   absl::StrCat("reading elsewhere for ",
+                                absl::FormatDuration(kQuietAfterSilence)));
+      });
   if (!c.ok()) {
     // A socket served by an untrusted user: read that worker over gRPC.
     if (c.status().code() == absl::StatusCode::kPermissionDenied)
@@ -72,6 +96,7 @@ absl::StatusOr<std::shared_ptr<ShortCircuitClient>> LocalLeases::Take(
 
 void LocalLeases::Give(const std::string& socket,
                        std::shared_ptr<ShortCircuitClient> c) {
+  if (c->broken()) return;
   absl::MutexLock lock(&pool_mu_);
   auto& idle = idle_[socket];
   if (idle.size() < 16) idle.push_back(std::move(c));

@@ -48,6 +48,17 @@ class LocalLeases {
   static constexpr size_t kKept = 32;
   static constexpr absl::Duration kKeep =
       absl::Seconds(10);  // The worker's lease lasts 30 s.
+  // After an exchange with a worker got no answer within the timeout, its
+  // socket is not asked again for this long: each new connection would
+  // wait the whole timeout again (a stopped worker's kernel still accepts
+  // them), so its blocks are read elsewhere meanwhile.
+  static constexpr absl::Duration kQuietAfterSilence = absl::Seconds(10);
+
+  // `timeout`: how long an exchange with a worker waits for its answer
+  // (ShortCircuitClient::Connect).
+  explicit LocalLeases(
+      absl::Duration timeout = ShortCircuitClient::kDefaultTimeout)
+      : timeout_(timeout) {}
 
   // One lease, released (on the connection that granted it: lease ids are
   // per connection) when its last holder drops it.
@@ -68,11 +79,12 @@ class LocalLeases {
 
   // A connection to `socket` from the pool, or a new one. Errors: those of
   // ShortCircuitClient::Connect (a socket served by an untrusted user is
-  // noted as refused).
+  // noted as refused), Unavailable (the worker left an exchange unanswered
+  // less than kQuietAfterSilence ago).
   absl::StatusOr<std::shared_ptr<ShortCircuitClient>> Take(
       const std::string& socket);
-  // Back to the pool (at most 16 idle per socket); only a connection whose
-  // last exchange completed.
+  // Back to the pool (at most 16 idle per socket); a broken connection
+  // (ShortCircuitClient::broken) is dropped instead.
   void Give(const std::string& socket, std::shared_ptr<ShortCircuitClient> c);
 
   // `ids` opened on a connection to `socket` (one exchange per 64 blocks);
@@ -101,6 +113,7 @@ class LocalLeases {
   static std::string Key(const std::string& socket, const BlockId& id);
   bool FrontExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_);
 
+  const absl::Duration timeout_;
   std::atomic<bool> any_refused_{false};
   mutable absl::Mutex refused_mu_;
   absl::flat_hash_set<std::string> refused_ ABSL_GUARDED_BY(refused_mu_);
@@ -108,6 +121,9 @@ class LocalLeases {
   absl::flat_hash_map<std::string,
                       std::vector<std::shared_ptr<ShortCircuitClient>>>
       idle_ ABSL_GUARDED_BY(pool_mu_);
+  // Sockets whose worker left an exchange unanswered: not asked until then.
+  absl::flat_hash_map<std::string, absl::Time> quiet_until_
+      ABSL_GUARDED_BY(pool_mu_);
   absl::Mutex lease_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Lease>> leases_
       ABSL_GUARDED_BY(lease_mu_);

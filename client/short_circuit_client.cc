@@ -2,6 +2,7 @@
 #include "client/short_circuit_client.h"
 
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/block_proto.h"
 #include "common/fd_socket.h"
 #include "common/grpc_status.h"
@@ -19,8 +21,23 @@
 namespace larder {
 
 absl::StatusOr<std::unique_ptr<ShortCircuitClient>> ShortCircuitClient::Connect(
-    const std::string& path) {
+    const std::string& path, absl::Duration timeout,
+    std::function<void()> on_silence) {
+  if (timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("short-circuit timeout ", absl::FormatDuration(timeout),
+                     ": at least 1ms"));
+  }
   LARDER_ASSIGN_OR_RETURN(int sock, ConnectUnix(path));
+  // Each receive (and send) of an exchange waits at most `timeout`.
+  const timeval tv = absl::ToTimeval(timeout);
+  if (::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    const int err = errno;
+    ::close(sock);
+    return absl::InternalError(
+        absl::StrCat("setsockopt on ", path, ": ", std::strerror(err)));
+  }
   // The blocks a worker lends are trusted as the mount's bytes: only a
   // worker running as root or as this process's own user may lend them (a
   // socket path another user could bind, or a stale path in a shared
@@ -33,7 +50,8 @@ absl::StatusOr<std::unique_ptr<ShortCircuitClient>> ShortCircuitClient::Connect(
         server.ok() ? absl::StrCat("uid ", server->uid) : "an unknown peer",
         ", not by root or this process's user: not trusted"));
   }
-  return std::unique_ptr<ShortCircuitClient>(new ShortCircuitClient(sock));
+  return std::unique_ptr<ShortCircuitClient>(
+      new ShortCircuitClient(sock, std::move(on_silence)));
 }
 
 ShortCircuitClient::~ShortCircuitClient() { ::close(sock_); }
@@ -41,6 +59,30 @@ ShortCircuitClient::~ShortCircuitClient() { ::close(sock_); }
 absl::Status ShortCircuitClient::Send(const std::string& frame) {
   absl::MutexLock lock(&send_mu_);
   return SendFrame(sock_, frame);
+}
+
+absl::Status ShortCircuitClient::Exchange(const v1::ShortCircuitRequest& req,
+                                          std::string* frame,
+                                          std::vector<int>* fds) {
+  if (broken()) {
+    return absl::UnavailableError(
+        "this short-circuit connection failed an exchange before");
+  }
+  absl::Status st = Send(req.SerializeAsString());
+  // Read even after a failed send: a worker that refuses this peer sends
+  // its refusal at once and closes, which can break the send.
+  const absl::Status received = RecvFrame(sock_, frame, fds);
+  if (received.ok()) return absl::OkStatus();
+  broken_ = true;
+  if (received.code() == absl::StatusCode::kDeadlineExceeded ||
+      st.code() == absl::StatusCode::kDeadlineExceeded) {
+    if (on_silence_) on_silence_();
+    return absl::DeadlineExceededError(
+        absl::StrCat("the worker on this node did not answer a short-circuit "
+                     "request in time (stopped or hung?): ",
+                     received.message()));
+  }
+  return st.ok() ? received : st;
 }
 
 void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
@@ -56,11 +98,7 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
   }
   std::string frame;
   std::vector<int> fds;
-  absl::Status st = Send(req.SerializeAsString());
-  // Read even after a failed send: a worker that refuses this peer sends
-  // its refusal at once and closes, which can break the send.
-  const absl::Status received = RecvFrame(sock_, &frame, &fds);
-  if (st.ok() || received.ok()) st = received;
+  absl::Status st = Exchange(req, &frame, &fds);
   v1::ShortCircuitResponse resp;
   if (st.ok() && !resp.ParseFromString(frame))
     st = absl::InternalError("malformed short-circuit response");
@@ -117,9 +155,7 @@ absl::StatusOr<ShortCircuitClient::StatAnswer> ShortCircuitClient::Stat(
   absl::MutexLock lock(&mu_);
   std::string frame;
   std::vector<int> fds;
-  absl::Status st = Send(req.SerializeAsString());
-  const absl::Status received = RecvFrame(sock_, &frame, &fds);
-  if (st.ok() || received.ok()) st = received;
+  const absl::Status st = Exchange(req, &frame, &fds);
   for (int fd : fds) ::close(fd);  // A STAT carries none.
   LARDER_RETURN_IF_ERROR(st);
   v1::ShortCircuitResponse resp;
@@ -231,7 +267,9 @@ absl::Status ShortCircuitClient::ReleaseBatch(std::vector<Lease>& leases) {
     l.fd = -1;
     if (l.lease_id != 0) req.add_lease_ids(l.lease_id);
   }
-  if (req.lease_ids_size() == 0) return absl::OkStatus();
+  // A broken connection is not written to: the worker lets its leases go
+  // when it closes.
+  if (req.lease_ids_size() == 0 || broken()) return absl::OkStatus();
   return Send(req.SerializeAsString());  // One-way: no response.
 }
 

@@ -11,10 +11,17 @@
 // Thread-safe: requests on one connection are serialized (a one-way release
 // is not held behind them); use one instance per loader thread for
 // parallelism. Leases are released by Release or when the connection closes.
+//
+// An exchange waits at most the connection's timeout for the worker's answer
+// (a worker that is stopped or hung still accepts connections and requests:
+// the kernel queues them). Past it the exchange fails with DeadlineExceeded,
+// the connection is broken (a late answer would be taken for the next
+// request's) and every later exchange on it fails with Unavailable at once.
 #ifndef LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
 #define LARDER_CLIENT_SHORT_CIRCUIT_CLIENT_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +32,7 @@
 #include "absl/types/span.h"
 #include "common/block_key.h"
 #include "proto/larder.pb.h"
+#include "proto/worker.pb.h"
 
 namespace larder {
 
@@ -39,13 +47,26 @@ class ShortCircuitClient {
     std::string source;
   };
 
+  // How long an exchange waits for the worker's answer by default: as long
+  // as a block read over gRPC may take (ClientOptions::worker_timeout). The
+  // worker's own wait for a fetch it does on an OPEN's behalf is longer; a
+  // client that gives up first leaves the fetch to fill the cache.
+  static constexpr absl::Duration kDefaultTimeout = absl::Seconds(60);
+
+  // `on_silence` (may be empty) is called, on the caller's thread, when an
+  // exchange got no answer within `timeout`.
   // Errors: Unavailable (no worker socket at `path`), PermissionDenied (the
-  // socket's server runs neither as root nor as this process's user).
+  // socket's server runs neither as root nor as this process's user),
+  // InvalidArgument (a timeout below 1 ms).
   static absl::StatusOr<std::unique_ptr<ShortCircuitClient>> Connect(
-      const std::string& path);
+      const std::string& path, absl::Duration timeout = kDefaultTimeout,
+      std::function<void()> on_silence = nullptr);
   ~ShortCircuitClient();
 
-  // Errors: the worker's (as for ReadBlock), Unavailable (worker gone).
+  // Errors: the worker's (as for ReadBlock), Unavailable (worker gone, or
+  // the connection broken), DeadlineExceeded (no answer within the timeout).
+  // The same for every call that waits for an answer (OpenBatch, OpenObject,
+  // OpenObjects, Stat).
   absl::StatusOr<Lease> Open(const BlockId& id,
                              absl::Duration lease = absl::Seconds(30));
   // Opens several blocks in one exchange per 64 blocks (one request, one
@@ -101,7 +122,15 @@ class ShortCircuitClient {
                               std::string* source = nullptr);
 
  private:
-  explicit ShortCircuitClient(int sock) : sock_(sock) {}
+  ShortCircuitClient(int sock, std::function<void()> on_silence)
+      : sock_(sock), on_silence_(std::move(on_silence)) {}
+  // Sends `req` and receives its answer's frame and descriptors (owned by
+  // the caller, on failure too). Errors: Unavailable (the worker is gone, or
+  // this connection broke before), DeadlineExceeded (no answer in time: the
+  // connection is broken from now on).
+  absl::Status Exchange(const v1::ShortCircuitRequest& req, std::string* frame,
+                        std::vector<int>* fds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OpenBatch (or OpenObjects, `whole_object`): one exchange per
   // kMaxFramesFds.
   std::vector<absl::StatusOr<Lease>> OpenChunks(const std::vector<BlockId>& ids,
@@ -124,6 +153,10 @@ class ShortCircuitClient {
   absl::Status Send(const std::string& frame) ABSL_LOCKS_EXCLUDED(send_mu_);
 
   const int sock_;
+  const std::function<void()> on_silence_;
+  // An exchange failed midway (no answer in time, a failed send or
+  // receive): the stream may be out of step, so nothing more is asked on it.
+  std::atomic<bool> broken_{false};
   // One request awaiting its answer at a time (held across the exchange).
   absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(send_mu_);
   // Frames written whole: a one-way RELEASE takes only this one, so the
@@ -139,6 +172,9 @@ class ShortCircuitClient {
   // Whether the worker refused this process (its uid/gid is not allowed on
   // the socket): read that worker over gRPC instead.
   bool refused() const { return refused_.load(std::memory_order_relaxed); }
+  // Whether an exchange failed midway: the connection carries no more
+  // requests (LocalLeases does not pool it).
+  bool broken() const { return broken_.load(std::memory_order_relaxed); }
 };
 
 }  // namespace larder

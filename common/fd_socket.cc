@@ -34,6 +34,8 @@ absl::Status ReadFully(int sock, char* data, size_t n, std::vector<int>* fds) {
     ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)  // SO_RCVTIMEO ran out.
+        return absl::DeadlineExceededError("no answer on the socket in time");
       return ErrnoUnavailable("recvmsg");
     }
     if (r == 0) return absl::UnavailableError("peer closed the connection");
@@ -88,6 +90,8 @@ absl::Status SendFrame(int sock, absl::string_view payload,
     ssize_t w = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)  // SO_SNDTIMEO ran out.
+        return absl::DeadlineExceededError("the peer takes no data in time");
       return ErrnoUnavailable("sendmsg");
     }
     done += static_cast<size_t>(w);

@@ -27,13 +27,16 @@ inline constexpr size_t kMaxFrameBytes = 1 << 20;
 inline constexpr size_t kMaxFramesFds = 64;
 
 // Sends one frame; the descriptors in `pass_fds` (at most kMaxFramesFds) are
-// duplicated into the peer. Errors: Unavailable (peer gone), InvalidArgument.
+// duplicated into the peer. Errors: Unavailable (peer gone), InvalidArgument,
+// DeadlineExceeded (the socket's SO_SNDTIMEO ran out: part of the frame may
+// have gone).
 absl::Status SendFrame(int sock, absl::string_view payload,
                        const std::vector<int>& pass_fds = {});
 
 // Receives one frame. `received_fds` (may be null: then passed descriptors
 // are closed) gets the passed descriptors, owned by the caller. Errors:
-// Unavailable (peer closed or failed), InvalidArgument (oversized frame).
+// Unavailable (peer closed or failed), InvalidArgument (oversized frame),
+// DeadlineExceeded (the socket's SO_RCVTIMEO ran out, perhaps mid-frame).
 absl::Status RecvFrame(int sock, std::string* payload,
                        std::vector<int>* received_fds);
 

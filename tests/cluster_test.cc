@@ -18,6 +18,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "client/worker_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -268,6 +269,41 @@ TEST_F(ClusterTest, KilledWorkerDuringReadsNeverFailsARead) {
   EXPECT_GT(client->stats().failovers, 0u);
   const v1::Ring ring = Ring();  // Not a temporary: the loop refers into it.
   for (const auto& w : ring.workers()) EXPECT_NE(w.id(), "w1");
+}
+
+// A worker on this node that is stopped (SIGSTOP: its sockets still take
+// connections and requests, which the kernel queues) answers nothing. A
+// reader's short-circuit exchange with it used to wait until the worker
+// resumed; now it gives up after worker_timeout (10 s here) and the read goes
+// to the next worker, so every file reads, and in bounded time.
+TEST_F(ClusterTest, AStoppedLocalWorkerCostsATimeoutNotAHang) {
+  {
+    auto warm = Connect("");  // This host: short-circuit to every worker.
+    ASSERT_NE(warm, nullptr);
+    ASSERT_EQ(ReadAndCheck(*warm), 0);
+  }
+  // A client of its own, which keeps no leases yet: every block is an
+  // exchange with its owner.
+  auto local = Connect("");
+  ASSERT_NE(local, nullptr);
+  ASSERT_EQ(::kill(workers_[1]->pid(), SIGSTOP), 0);
+  absl::Cleanup resume = [&] { ::kill(workers_[1]->pid(), SIGCONT); };
+  absl::Notification done;
+  std::atomic<int> bad{-1};
+  const absl::Time start = absl::Now();
+  std::thread reader([&] {
+    bad = ReadAndCheck(*local);
+    done.Notify();
+  });
+  const bool in_time = done.WaitForNotificationWithTimeout(absl::Seconds(60));
+  const absl::Duration took = absl::Now() - start;
+  ::kill(workers_[1]->pid(), SIGCONT);  // Lets a reader that hung finish.
+  reader.join();
+  EXPECT_TRUE(in_time) << "the reads waited for the stopped worker";
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(local->stats().failovers, 0u);
+  std::printf("[stopped] every file read in %.1f s with w1 stopped\n",
+              absl::ToDoubleSeconds(took));
 }
 
 TEST_F(ClusterTest, MasterRestartKeepsMountsAndRebuildsPlacement) {

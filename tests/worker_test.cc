@@ -24,6 +24,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/local_leases.h"
 #include "client/short_circuit_client.h"
 #include "client/worker_client.h"
 #include "common/block_proto.h"
@@ -519,6 +520,54 @@ TEST_F(WorkerTest, MalformedShortCircuitFramesDoNotHurtTheWorker) {
   auto n = (*sc)->Read(Block(1), 0, absl::MakeSpan(buf));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(buf, data_.substr(kBlock, 1000));
+}
+
+// A stopped worker (SIGSTOP: its socket still takes connections and
+// requests, which the kernel queues) leaves an exchange unanswered. It used
+// to hold the reader for as long as the worker stayed stopped; now it fails
+// with DeadlineExceeded after the client's timeout, the connection asks
+// nothing more, and LocalLeases does not ask that worker again for a while
+// (each new connection would wait the whole timeout), so its blocks are
+// read elsewhere. After SIGCONT a new connection reads again.
+TEST_F(WorkerTest, AStoppedWorkerFailsShortCircuitExchangesInTime) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const std::string socket = worker->socket_path();
+  LocalLeases local(absl::Seconds(1));
+  auto sc = local.Take(socket);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  std::string buf(Block(0).length(), '\0');
+  ASSERT_TRUE((*sc)->Read(Block(0), 0, absl::MakeSpan(buf)).ok());
+  ASSERT_EQ(::kill(worker->pid(), SIGSTOP), 0);
+  absl::Cleanup resume = [&] { ::kill(worker->pid(), SIGCONT); };
+
+  const absl::Time start = absl::Now();
+  auto stopped = (*sc)->Read(Block(0), 0, absl::MakeSpan(buf));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << stopped.status();
+  EXPECT_GE(took, absl::Milliseconds(900));
+  EXPECT_LT(took, absl::Seconds(5));
+  EXPECT_TRUE((*sc)->broken());
+  const absl::Time again = absl::Now();
+  EXPECT_EQ((*sc)->Stat("/ds/shard-0.bin", 0, 0).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - again, absl::Milliseconds(500));
+  local.Give(socket, *std::move(sc));  // Broken: not pooled.
+  const absl::Time quiet = absl::Now();
+  auto next = local.Take(socket);
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kUnavailable)
+      << "asked again within the quiet window";
+  EXPECT_LT(absl::Now() - quiet, absl::Milliseconds(500));
+
+  ASSERT_EQ(::kill(worker->pid(), SIGCONT), 0);
+  std::move(resume).Cancel();
+  auto fresh = ShortCircuitClient::Connect(socket, absl::Seconds(30));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  std::fill(buf.begin(), buf.end(), '\0');
+  auto read = (*fresh)->Read(Block(0), 0, absl::MakeSpan(buf));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(buf == data_.substr(0, Block(0).length()));
 }
 
 TEST_F(WorkerTest, SigtermStopsGracefully) {
