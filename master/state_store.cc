@@ -94,6 +94,18 @@ absl::Status LocalStateStore::Put(const std::string& name,
     return absl::InternalError(
         absl::StrCat("cannot write ", file, ": ", std::strerror(why)));
   }
+  // The rename is durable only once its directory is: without this, a
+  // power loss after Put returned could bring back the old mount table.
+  const std::string parent = std::filesystem::path(file).parent_path().string();
+  const int dir = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0 || ::fsync(dir) != 0) {
+    const int why = errno;
+    if (dir >= 0) ::close(dir);
+    return absl::InternalError(absl::StrCat("cannot sync ", parent,
+                                            " after writing ", file, ": ",
+                                            std::strerror(why)));
+  }
+  ::close(dir);
   return absl::OkStatus();
 }
 
