@@ -339,7 +339,8 @@ void FuseOps::Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 // Fills `buf` with entries from offset `off`; returns the bytes used. An
 // error with nothing filled is returned as the status.
 absl::StatusOr<size_t> FuseOps::FillDir(fuse_req_t req, DirHandle& d, off_t off,
-                                        bool plus, std::vector<char>& buf) {
+                                        bool plus, std::vector<char>& buf,
+                                        std::vector<uint64_t>* referenced) {
   const size_t size = buf.size();
   size_t used = 0;
   // Adds one entry; false when the reply buffer is full.
@@ -359,6 +360,7 @@ absl::StatusOr<size_t> FuseOps::FillDir(fuse_req_t req, DirHandle& d, off_t off,
     e.attr = st;
     if (counts_lookup) {
       e.ino = inodes_.Ref(path, version);
+      referenced->push_back(e.ino);
       e.attr_timeout = absl::ToDoubleSeconds(options_.attr_timeout);
       e.entry_timeout = absl::ToDoubleSeconds(options_.entry_timeout);
     }
@@ -415,12 +417,13 @@ void FuseOps::DoReaddir(fuse_req_t req, size_t size, off_t off,
   // that often follow (a walk of the directory).
   if (off == 0 && !d->local && backing_.enabled()) ahead_.WantDir(d->path);
   std::vector<char> buf(size);
+  std::vector<uint64_t> referenced;
   absl::StatusOr<size_t> used;
   {
     // Unlocked before the reply: once the kernel has its answer, the
     // directory may be closed, and the handle deleted, at once.
     absl::MutexLock lock(&d->mu);
-    used = FillDir(req, *d, off, plus, buf);
+    used = FillDir(req, *d, off, plus, buf, &referenced);
   }
   metrics_.inodes->Set(static_cast<double>(inodes_.size()));
   if (!used.ok()) {
@@ -428,7 +431,10 @@ void FuseOps::DoReaddir(fuse_req_t req, size_t size, off_t off,
                used.status());
     return;
   }
-  fuse_reply_buf(req, buf.data(), *used);
+  // Entries the kernel never got are never forgotten by it (as Lookup).
+  if (fuse_reply_buf(req, buf.data(), *used) != 0) {
+    for (uint64_t ino : referenced) inodes_.Forget(ino, 1);
+  }
 }
 
 void FuseOps::Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off,

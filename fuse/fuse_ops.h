@@ -206,8 +206,12 @@ class FuseOps {
   bool UseDirectIo(uint64_t size) const {
     return size >= options_.direct_io_min_size && channel_.direct_io_mmap();
   }
+  // `referenced` gets the inode of each readdirplus entry that counts a
+  // lookup, for the kernel's FORGET; a reply the kernel never got (an
+  // interrupted request) must give them back.
   absl::StatusOr<size_t> FillDir(fuse_req_t req, DirHandle& d, off_t off,
-                                 bool plus, std::vector<char>& buf)
+                                 bool plus, std::vector<char>& buf,
+                                 std::vector<uint64_t>* referenced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu);
   void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi,
                  bool plus);
