@@ -329,6 +329,9 @@ class NativeFile {
 
   size_t ReadInto(uint64_t offset, py::handle buffer) {
     WritableBuffer buf(buffer);
+    // At or past the end (a seek may go there): 0, end of file, as read()
+    // gives b"" (File::Read takes a position past the end for OutOfRange).
+    if (offset >= info_.size || buf.span().empty()) return 0;
     absl::StatusOr<size_t> n;
     {
       py::gil_scoped_release nogil;

@@ -10,6 +10,7 @@ import io
 import os
 import posixpath
 import re
+import warnings
 
 from . import _native
 from .errors import InvalidArgumentError, NotFoundError
@@ -307,7 +308,9 @@ class LarderFile(io.RawIOBase):
 class LarderWriter(io.RawIOBase):
     """A Larder object being written: sequential, write-only. close()
     commits (the object appears whole; ``info`` is then its FileInfo);
-    abort(), or leaving a ``with`` block by an exception, drops it."""
+    abort(), leaving a ``with`` block by an exception, or dropping the
+    writer without close() (it is aborted, with a ResourceWarning) drops
+    it."""
 
     def __init__(self, native_writer, path):
         super().__init__()
@@ -360,6 +363,21 @@ class LarderWriter(io.RawIOBase):
         else:
             self.close()
         return False
+
+    def __del__(self):
+        # io.IOBase's finalizer would close(), which commits: a writer that
+        # an exception unwound past (torch.save failing halfway through a
+        # pickle) would replace the previous checkpoint with a truncated one.
+        # Nothing said this object is whole, so nothing appears.
+        if getattr(self, "_w", None) is None:
+            return
+        warnings.warn(
+            "larder.LarderWriter %r dropped without close(): aborted, "
+            "nothing written" % self.name, ResourceWarning, stacklevel=2)
+        try:
+            self.abort()
+        except Exception:  # A finalizer has no caller to tell.
+            pass
 
 
 def _glob_regex(pattern):

@@ -109,6 +109,10 @@ def test_readinto_seek_tell_at_odd_offsets_across_blocks(client, dataset):
         assert f.read(50) == want[100:150]
         assert f.read() == want[150:]
         assert f.read() == b""
+        # Past the end, as a seek may go: end of file, not an error.
+        f.seek(BIG + 10)
+        assert f.readinto(bytearray(8)) == 0
+        assert f.read(4) == b""
         assert f.pread(3, 4) == want[3:7]
     # A reused buffer, the whole file in 1 MiB reads.
     buf = bytearray(1 << 20)

@@ -51,6 +51,34 @@ def test_an_exception_in_the_with_block_writes_nothing(ckpt):
     assert not any(n.startswith(".larder-upload-") for n in os.listdir(root))
 
 
+def test_a_writer_dropped_without_close_writes_nothing(ckpt):
+    # io.IOBase's finalizer closes a file object, and close() commits: a
+    # writer that torch.save raised out of (a pickling error halfway) used to
+    # replace the object with what it had written so far.
+    import gc
+    c, root = ckpt
+    client = larder.Client(c.master)
+    client.write("/ckpt/dropped.bin", b"the good checkpoint")
+    f = client.open("/ckpt/dropped.bin", "wb")
+    f.write(pattern_bytes(3 << 20, 5))
+    with pytest.warns(ResourceWarning, match="dropped without close"):
+        del f
+        gc.collect()
+    other = larder.Client(c.master, node="elsewhere")
+    assert other.read("/ckpt/dropped.bin") == b"the good checkpoint"
+
+    # torch.save that fails halfway (a lambda cannot be pickled) still ends
+    # the zip it wrote: only close() may say the object is whole.
+    torch = pytest.importorskip("torch")
+    with pytest.warns(ResourceWarning, match="dropped without close"):
+        with pytest.raises(Exception):
+            torch.save({"weights": torch.ones(1 << 20), "fn": lambda: 0},
+                       client.open("/ckpt/dropped.bin", "wb"))
+        gc.collect()
+    assert other.read("/ckpt/dropped.bin") == b"the good checkpoint"
+    assert not any(n.startswith(".larder-upload-") for n in os.listdir(root))
+
+
 def test_xb_refuses_an_existing_object_and_wb_replaces_it(ckpt):
     c, _ = ckpt
     client = larder.Client(c.master)
