@@ -2,8 +2,10 @@
 //
 // The `larder` commands that read the cluster's namespace through the cache,
 // as a data loader would: ls, stat, cat, cp.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/declare.h"
@@ -187,12 +190,47 @@ absl::Status Upload(Client& client, const std::string& source,
   std::string target = dest;
   while (target.size() > 1 && target.back() == '/') target.pop_back();
   if (fs::is_directory(source, ec)) {
-    for (auto it = fs::recursive_directory_iterator(source, ec);
+    // Symbolic links are followed, to files and to directories, as `aws s3
+    // cp` does (an object store has no links); each file is named by its
+    // own path under the source, never by its link's target. A link to one
+    // of its own parent directories is not walked again (a loop).
+    using DirId = std::pair<dev_t, ino_t>;
+    auto id_of = [](const fs::path& dir) -> DirId {
+      struct stat st {};
+      if (::stat(dir.c_str(), &st) != 0) return {0, 0};
+      return {st.st_dev, st.st_ino};
+    };
+    const fs::path root(source);
+    std::vector<DirId> ancestors = {id_of(root)};
+    for (auto it = fs::recursive_directory_iterator(
+             root, fs::directory_options::follow_directory_symlink, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (!it->is_regular_file(ec)) continue;
+      std::error_code entry_ec;
+      const fs::file_status st = it->status(entry_ec);  // Through links.
+      if (fs::is_directory(st)) {
+        ancestors.resize(static_cast<size_t>(it.depth()) + 1);
+        const DirId dir = id_of(it->path());
+        if (std::find(ancestors.begin(), ancestors.end(), dir) !=
+            ancestors.end()) {
+          it.disable_recursion_pending();
+          continue;
+        }
+        ancestors.push_back(dir);
+        continue;
+      }
+      if (!fs::exists(st)) {
+        std::error_code link_ec;
+        const fs::path to = fs::read_symlink(it->path(), link_ec);
+        return absl::NotFoundError(
+            absl::StrCat(it->path().string(), ": a symbolic link to nothing (",
+                         link_ec ? entry_ec.message() : to.string(),
+                         "); nothing was copied"));
+      }
+      if (!fs::is_regular_file(st)) continue;  // FIFOs, sockets, devices.
       files.emplace_back(
           it->path().string(),
-          absl::StrCat(target, "/", fs::relative(it->path(), source).string()));
+          absl::StrCat(target, "/",
+                       it->path().lexically_relative(root).generic_string()));
     }
     if (ec) {
       return absl::NotFoundError(

@@ -408,6 +408,16 @@ TEST_F(WriteTest, CpWritesFilesAndDirectories) {
   for (const auto& [rel, data] : files) {
     std::ofstream(src + "/" + rel, std::ios::binary) << data;
   }
+  // Links are followed, and each file is named by its own path (it used to
+  // be named by its link's target: latest.pt went up as shards/rank-0.pt
+  // again); a link to a parent directory is not walked in a loop.
+  std::filesystem::create_symlink("shards/rank-0.pt", src + "/latest.pt");
+  files["latest.pt"] = files["shards/rank-0.pt"];
+  std::filesystem::create_directories(dir_.path() + "/elsewhere");
+  std::ofstream(dir_.path() + "/elsewhere/vocab.json") << "[1, 2]";
+  std::filesystem::create_directory_symlink("../elsewhere", src + "/tokenizer");
+  files["tokenizer/vocab.json"] = "[1, 2]";
+  std::filesystem::create_directory_symlink("..", src + "/shards/up");
   std::string token;
   if (const Pki* pki = testing::SuitePki()) {
     token = absl::StrCat(" --token_file=", pki->writer_token_file(),
@@ -417,7 +427,7 @@ TEST_F(WriteTest, CpWritesFilesAndDirectories) {
       LARDER_CLI_BINARY, " cp ", src,
       " /ckpt/s3/step-7 --master=", master_->address(), token, " 2>&1"));
   ASSERT_EQ(sh.code, 0) << sh.out;
-  EXPECT_THAT(sh.out, HasSubstr("wrote 3 files"));
+  EXPECT_THAT(sh.out, HasSubstr("wrote 5 files"));
   for (const auto& [rel, data] : files) {
     absl::StatusOr<std::string> back = Read(*reader_, "/ckpt/s3/step-7/" + rel);
     ASSERT_TRUE(back.ok()) << rel << ": " << back.status();
@@ -429,6 +439,18 @@ TEST_F(WriteTest, CpWritesFilesAndDirectories) {
       " /ckpt/s3/step-7 --master=", master_->address(), token, " 2>&1"));
   EXPECT_NE(sh.code, 0);
   EXPECT_THAT(sh.out, HasSubstr("exists"));
+
+  // A link to nothing is named, and nothing is copied.
+  const std::string broken = dir_.path() + "/broken";
+  std::filesystem::create_directories(broken);
+  std::ofstream(broken + "/a.pt") << "a";
+  std::filesystem::create_symlink("gone.pt", broken + "/latest.pt");
+  sh = testing::Sh(absl::StrCat(
+      LARDER_CLI_BINARY, " cp ", broken,
+      " /ckpt/s3/broken --master=", master_->address(), token, " 2>&1"));
+  EXPECT_NE(sh.code, 0);
+  EXPECT_THAT(sh.out, HasSubstr("latest.pt: a symbolic link to nothing"));
+  EXPECT_FALSE(Visible(*reader_, "/ckpt/s3/broken/a.pt"));
 }
 
 }  // namespace
