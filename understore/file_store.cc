@@ -137,6 +137,16 @@ absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
     }
     return ErrnoStatus(errno, "under-store root", uri.path);
   }
+  // What was opened is the path realpath gave, not a link put in its place
+  // since: root_ names the directory served.
+  char link[64], landed[PATH_MAX];
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, landed, sizeof(landed) - 1);
+  if (n < 0 || absl::string_view(landed, static_cast<size_t>(n)) != real) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat(
+        "under-store root '", uri.path, "' changed while it was opened"));
+  }
   return std::unique_ptr<FileStore>(new FileStore(real, fd));
 }
 
@@ -164,20 +174,25 @@ absl::StatusOr<int> FileStore::OpenBeneath(const std::string& rel,
   // Fallback for kernels without openat2: open, then check where we landed.
   int fd = ::openat(root_fd_, target, flags | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "cannot open", rel);
+  if (absl::StatusOr<std::string> landed = PathBeneath(fd, rel); !landed.ok()) {
+    ::close(fd);
+    return landed.status();
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> FileStore::PathBeneath(
+    int fd, const std::string& rel) const {
   char link[64], real[PATH_MAX];
   std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
   ssize_t n = ::readlink(link, real, sizeof(real) - 1);
-  if (n < 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, "cannot resolve", rel);
-  }
+  if (n < 0) return ErrnoStatus(errno, "cannot resolve", rel);
   absl::string_view landed(real, static_cast<size_t>(n));
-  if (landed != root_ && !absl::StartsWith(landed, absl::StrCat(root_, "/"))) {
-    ::close(fd);
+  if (landed == root_) return std::string();
+  const std::string prefix = root_ == "/" ? root_ : absl::StrCat(root_, "/");
+  if (!absl::StartsWith(landed, prefix))
     return ErrnoStatus(EXDEV, "cannot open", rel);
-  }
-  return fd;
+  return std::string(landed.substr(prefix.size()));
 }
 
 absl::StatusOr<ObjectInfo> FileStore::Stat(absl::string_view path) {
@@ -210,7 +225,7 @@ absl::Status FileStore::MayRead(absl::string_view path,
   };
   // The root and every directory on the way (from a short-lived cache), then
   // the file, each opened beneath the root as a read would open it.
-  struct stat st;
+  struct stat st, dir_st;
   if (rel.empty()) return StatDir("", &st);  // The root is no file to read.
   LARDER_RETURN_IF_ERROR(StatDir("", &st));
   if (!Grants(st, peer, 1)) return denied("the mount's root denies search");
@@ -218,8 +233,26 @@ absl::Status FileStore::MayRead(absl::string_view path,
     if (slash == std::string::npos) {
       LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_PATH));
       const int r = ::fstat(fd, &st);
+      const int err = errno;
+      // A symbolic link on the way (the file, or a directory of its path)
+      // leads elsewhere beneath the root: the kernel searches the
+      // directories of the path it lands on too, and so does this check
+      // (a link to a file in another user's 0700 directory is no way in).
+      absl::StatusOr<std::string> real = PathBeneath(fd, rel);
       ::close(fd);
-      if (r != 0) return ErrnoStatus(errno, "cannot stat", rel);
+      if (r != 0) return ErrnoStatus(err, "cannot stat", rel);
+      if (!real.ok()) return real.status();
+      if (*real != rel) {
+        for (size_t at = real->find('/'); at != std::string::npos;
+             at = real->find('/', at + 1)) {
+          const std::string dir = real->substr(0, at);
+          LARDER_RETURN_IF_ERROR(StatDir(dir, &dir_st));
+          if (!Grants(dir_st, peer, 1)) {
+            return denied(absl::StrCat("directory '", dir, "', where '", rel,
+                                       "' leads, denies search"));
+          }
+        }
+      }
       if (!Grants(st, peer, 4)) return denied("its mode denies reading");
       return absl::OkStatus();
     }

@@ -68,6 +68,8 @@ class FileStore final : public UnderStore {
 
   absl::string_view scheme() const override { return "file"; }
   std::string DebugString() const override;
+  // The real path of the root directory this store opened.
+  const std::string& root() const { return root_; }
   absl::StatusOr<ObjectInfo> Stat(absl::string_view path) override;
   absl::StatusOr<ListPage> List(absl::string_view dir,
                                 const ListOptions& options) override;
@@ -96,6 +98,9 @@ class FileStore final : public UnderStore {
 
   // Opens `rel` (already normalized) beneath the root; returns an owned fd.
   absl::StatusOr<int> OpenBeneath(const std::string& rel, int flags) const;
+  // Where `fd` (opened for `rel`) is, relative to the root ("" for the
+  // root); EXDEV's error when it is not beneath the root.
+  absl::StatusOr<std::string> PathBeneath(int fd, const std::string& rel) const;
   // Opens the directory that holds `rel` (normalized, not the root) beneath
   // the root, O_RDONLY | O_DIRECTORY, and sets `*name` to rel's last
   // component. With `create`, missing directories are made first (mkdir -p,

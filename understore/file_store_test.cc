@@ -106,6 +106,16 @@ TEST_F(FileStoreTest, OwnersModesAndWhoMayReadAFile) {
   EXPECT_TRUE(store_->MayRead("dir/b.bin", member).ok());
   EXPECT_FALSE(store_->MayRead("dir/b.bin", AnonymousPeer()).ok());
   EXPECT_EQ(store_->MayRead("nope", owner).code(), absl::StatusCode::kNotFound);
+  // A link beside the directory leads into it: the directory still decides
+  // (the link's own path has no directory to deny; the kernel searches the
+  // directories of where it leads).
+  ASSERT_EQ(::symlink("dir/b.bin", (root_ + "/pub_link").c_str()), 0);
+  s = store_->MayRead("pub_link", stranger);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr("directory 'dir', where 'pub_link' leads, denies "
+                        "search"));
+  EXPECT_TRUE(store_->MayRead("pub_link", member).ok());
   // The root itself counts too (directories are looked at again after a
   // second at most).
   ASSERT_EQ(::chmod(root_.c_str(), 0700), 0);

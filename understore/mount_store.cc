@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "understore/aws_credentials.h"
 #include "understore/factory.h"
+#include "understore/file_store.h"
 #include "understore/uri.h"
 
 namespace larder {
@@ -28,16 +29,10 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   return std::string(buf);
 }
 
-absl::Status CheckFileRoot(const std::string& uri,
-                           const std::vector<std::string>& allowed) {
-  LARDER_ASSIGN_OR_RETURN(StoreUri u, ParseStoreUri(uri));
-  if (u.scheme != "file") return absl::OkStatus();
-  absl::StatusOr<std::string> real = RealPath(u.path);
-  if (absl::IsNotFound(real.status())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("file:// root ", u.path, " does not exist"));
-  }
-  LARDER_ASSIGN_OR_RETURN(std::string root, std::move(real));
+// Whether `root` (the real path of file:// root `path`) lies in one of the
+// allowed roots.
+absl::Status CheckAllowedRoot(const std::string& path, const std::string& root,
+                              const std::vector<std::string>& allowed) {
   for (const std::string& a : allowed) {
     absl::StatusOr<std::string> allowed_root = RealPath(a);
     if (!allowed_root.ok()) continue;
@@ -46,13 +41,23 @@ absl::Status CheckFileRoot(const std::string& uri,
       return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      "file:// root ", u.path,
-      root == u.path ? "" : absl::StrCat(" (", root, ")"),
+      "file:// root ", path, root == path ? "" : absl::StrCat(" (", root, ")"),
       " is outside the directories this cluster may serve (",
       allowed.empty() ? "none are allowed"
                       : absl::StrCat("allowed: ", absl::StrJoin(allowed, ",")),
       "); the operator allows roots with --allowed_file_roots on the master "
       "and the workers"));
+}
+
+absl::Status CheckFileRoot(const StoreUri& u,
+                           const std::vector<std::string>& allowed) {
+  absl::StatusOr<std::string> real = RealPath(u.path);
+  if (absl::IsNotFound(real.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file:// root ", u.path, " does not exist"));
+  }
+  LARDER_ASSIGN_OR_RETURN(std::string root, std::move(real));
+  return CheckAllowedRoot(u.path, root, allowed);
 }
 
 }  // namespace
@@ -94,9 +99,17 @@ absl::Status ValidateMountEntry(const v1::MountEntry& mount) {
 
 absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
     const v1::MountEntry& mount, const UnderStoreOptions& base) {
-  if (base.allowed_file_roots) {
+  LARDER_ASSIGN_OR_RETURN(StoreUri u, ParseStoreUri(mount.uri()));
+  if (u.scheme == "file" && base.allowed_file_roots) {
+    LARDER_RETURN_IF_ERROR(CheckFileRoot(u, *base.allowed_file_roots));
+    // The root that was opened is checked again, not only the path resolved
+    // a moment before: a directory swapped for a link in between (by a user
+    // who owns it) would lead anywhere, / included.
+    LARDER_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store,
+                            FileStore::Open(u));
     LARDER_RETURN_IF_ERROR(
-        CheckFileRoot(mount.uri(), *base.allowed_file_roots));
+        CheckAllowedRoot(u.path, store->root(), *base.allowed_file_roots));
+    return std::unique_ptr<UnderStore>(std::move(store));
   }
   UnderStoreOptions o = base;
   absl::string_view ref = mount.credentials();

@@ -38,13 +38,14 @@ namespace larder {
 
 // Opens `mount`'s under-store with `base` and the mount's credentials.
 // A file:// root must lie in one of base.allowed_file_roots when that is
-// set (both resolved with realpath, so a symlink cannot lead out): the
+// set (both resolved with realpath, so a symlink cannot lead out; and the
+// directory opened is checked, not only the path resolved before it): the
 // processes that open mounts run as root, and a mount is data served to
 // anyone who may read the cluster.
 // Errors: InvalidArgument (an unknown credentials reference, a bad URI),
 // PermissionDenied (a file:// root outside the allowed roots; the named
-// profile), NotFound (a missing file:// root or profile), and
-// OpenUnderStore's.
+// profile), NotFound (a missing file:// root or profile), Unavailable (the
+// file:// root changed while it was opened), and OpenUnderStore's.
 absl::StatusOr<std::unique_ptr<UnderStore>> OpenMountStore(
     const v1::MountEntry& mount, const UnderStoreOptions& base);
 
