@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/block_proto.h"
+#include "common/grpc_status.h"
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
 #include "understore/factory.h"
@@ -41,7 +42,7 @@ std::string Expected(const BlockId& id, uint64_t offset, uint64_t n) {
 // One fake worker: answers ReadBlock with the block's bytes, or as told.
 class FakeWorker final : public v1::WorkerData::Service {
  public:
-  enum class Mode { kServe, kUnavailable, kNotFound, kShort };
+  enum class Mode { kServe, kUnavailable, kNotFound, kShort, kStoreInternal };
 
   FakeWorker() {
     grpc::ServerBuilder b;
@@ -69,6 +70,9 @@ class FakeWorker final : public v1::WorkerData::Service {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fetch failed");
       case Mode::kNotFound:
         return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such object");
+      case Mode::kStoreInternal:  // As a worker sends the store's failure.
+        return ToGrpcStatus(
+            MarkStoreError(absl::InternalError("the store answered 500")));
       default:
         break;
     }
@@ -229,6 +233,33 @@ TEST_F(BlockReaderTest, AnObjectErrorIsNotFailedOver) {
   EXPECT_TRUE(absl::IsNotFound(st)) << st;
   EXPECT_EQ(Owner(id, 1).calls, 0);
   EXPECT_EQ(reader->counters().under_store, 0u);
+}
+
+// The store's failure behind a worker is the store's whatever its code: an
+// Internal one lost its mark in WorkerClient and was failed over to every
+// worker, twice, and then to the store.
+TEST_F(BlockReaderTest, AStoresInternalErrorIsNotFailedOver) {
+  auto reader = Reader(/*fallback=*/false);
+  const BlockId id = Block(0);
+  Owner(id, 0).mode = FakeWorker::Mode::kStoreInternal;
+  std::string out(id.length(), '\0');
+  absl::Status st = reader->Read(id, 0, absl::MakeSpan(out));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << st;
+  EXPECT_TRUE(IsStoreError(st)) << st;
+  EXPECT_EQ(Owner(id, 1).calls, 0);
+  EXPECT_EQ(reader->counters().failovers, 0u);
+}
+
+// An infinite worker_timeout is no deadline (now + milliseconds::max()
+// overflowed into the past: every read failed at once).
+TEST_F(BlockReaderTest, AnInfiniteTimeoutIsNoDeadline) {
+  const BlockId id = Block(1);
+  WorkerClient client(Owner(id, 0).address());
+  std::string out(id.length(), '\0');
+  absl::StatusOr<size_t> n =
+      client.ReadBlock(id, 0, absl::MakeSpan(out), absl::InfiniteDuration());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(out, Expected(id, 0, out.size()));
 }
 
 TEST_F(BlockReaderTest, AShortAnswerIsAFailure) {

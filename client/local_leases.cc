@@ -49,7 +49,8 @@ void LocalLeases::NoteRefused(const std::string& socket,
 }
 
 absl::StatusOr<std::shared_ptr<ShortCircuitClient>> LocalLeases::Take(
-    const std::string& socket) {
+    const std::string& socket, bool* reused) {
+  if (reused != nullptr) *reused = false;
   {
     absl::MutexLock lock(&pool_mu_);
     if (auto q = quiet_until_.find(socket); q != quiet_until_.end()) {
@@ -67,6 +68,7 @@ absl::StatusOr<std::shared_ptr<ShortCircuitClient>> LocalLeases::Take(
     if (!idle.empty()) {
       auto c = std::move(idle.back());
       idle.pop_back();
+      if (reused != nullptr) *reused = true;
       return c;
     }
   }
@@ -135,18 +137,36 @@ void LocalLeases::LeaseAhead(const std::string& socket,
 absl::StatusOr<std::shared_ptr<LocalLeases::Lease>> LocalLeases::From(
     const std::string& socket, const BlockId& id) {
   if (std::shared_ptr<Lease> kept = Find(socket, id)) return kept;
-  absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc = Take(socket);
-  if (!sc.ok()) return std::shared_ptr<Lease>();
-  absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
-  if (!opened.ok() && (*sc)->refused()) {
-    NoteRefused(socket, opened.status());
-    return std::shared_ptr<Lease>();
+  for (int attempt = 0;; ++attempt) {
+    bool reused = false;
+    absl::StatusOr<std::shared_ptr<ShortCircuitClient>> sc =
+        Take(socket, &reused);
+    if (!sc.ok()) return std::shared_ptr<Lease>();
+    absl::StatusOr<ShortCircuitClient::Lease> opened = (*sc)->Open(id);
+    if (!opened.ok() && (*sc)->refused()) {
+      NoteRefused(socket, opened.status());
+      return std::shared_ptr<Lease>();
+    }
+    // One connection too many for the worker, which is well: over gRPC.
+    if (!opened.ok() && (*sc)->busy()) return std::shared_ptr<Lease>();
+    if (opened.ok() || !WorkerFailure(opened.status())) Give(socket, *sc);
+    if (opened.ok()) {
+      auto lease = std::make_shared<Lease>(*sc, std::move(*opened));
+      Keep(socket, id, lease);
+      return lease;
+    }
+    // A pooled connection the worker closed: it restarted (closing every
+    // connection) since the connection was pooled, and the others pooled
+    // with it are as dead. Whether the worker is down, a new one tells.
+    if (reused && attempt == 0 &&
+        opened.status().code() == absl::StatusCode::kUnavailable &&
+        !IsStoreError(opened.status())) {
+      absl::MutexLock lock(&pool_mu_);
+      idle_.erase(socket);
+      continue;
+    }
+    return opened.status();
   }
-  if (opened.ok() || !WorkerFailure(opened.status())) Give(socket, *sc);
-  if (!opened.ok()) return opened.status();
-  auto lease = std::make_shared<Lease>(*sc, std::move(*opened));
-  Keep(socket, id, lease);
-  return lease;
 }
 
 std::string LocalLeases::Key(const std::string& socket, const BlockId& id) {

@@ -82,7 +82,7 @@ class LocalLeases {
   // noted as refused), Unavailable (the worker left an exchange unanswered
   // less than kQuietAfterSilence ago).
   absl::StatusOr<std::shared_ptr<ShortCircuitClient>> Take(
-      const std::string& socket);
+      const std::string& socket, bool* reused = nullptr);
   // Back to the pool (at most 16 idle per socket); a broken connection
   // (ShortCircuitClient::broken) is dropped instead.
   void Give(const std::string& socket, std::shared_ptr<ShortCircuitClient> c);
@@ -100,8 +100,10 @@ class LocalLeases {
   void LeaseAhead(const std::string& socket, const std::vector<BlockId>& ids);
 
   // A lease on `id` from the worker at `socket`: kept, or opened now; null
-  // (and no error) when the socket cannot be reached: read that worker over
-  // gRPC. Errors are the worker's answer.
+  // (and no error) when the socket cannot be reached or the worker has no
+  // room for another connection: read that worker over gRPC. A pooled
+  // connection that the worker closed (it restarted since) is tried again
+  // once on a new one. Errors are the worker's answer.
   absl::StatusOr<std::shared_ptr<Lease>> From(const std::string& socket,
                                               const BlockId& id);
   // A kept, unexpired lease on `id`, or null.

@@ -106,6 +106,11 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
     st = absl::Status(static_cast<absl::StatusCode>(resp.code()),
                       resp.message());
     if (st.code() == absl::StatusCode::kPermissionDenied) refused_ = true;
+    // The worker serves as many connections as it may and closed this one.
+    if (st.code() == absl::StatusCode::kResourceExhausted) {
+      busy_ = true;
+      broken_ = true;
+    }
   }
   if (st.ok() && whole_object && n > 1 && resp.grants_size() == 1 &&
       resp.grants(0).code() ==

@@ -164,6 +164,7 @@ class ShortCircuitClient {
   // is fetching from the store.
   absl::Mutex send_mu_;
   std::atomic<bool> refused_{false};
+  std::atomic<bool> busy_{false};
   // The worker answered a batched EXPORT as one from before batches did:
   // one object per exchange on this connection from then on.
   bool no_batch_export_ ABSL_GUARDED_BY(mu_) = false;
@@ -172,6 +173,9 @@ class ShortCircuitClient {
   // Whether the worker refused this process (its uid/gid is not allowed on
   // the socket): read that worker over gRPC instead.
   bool refused() const { return refused_.load(std::memory_order_relaxed); }
+  // Whether the worker refused this connection as one too many (it serves
+  // at most 1,024 at once): it is well, read it over gRPC.
+  bool busy() const { return busy_.load(std::memory_order_relaxed); }
   // Whether an exchange failed midway: the connection carries no more
   // requests (LocalLeases does not pool it).
   bool broken() const { return broken_.load(std::memory_order_relaxed); }

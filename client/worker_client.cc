@@ -49,6 +49,9 @@ namespace {
 constexpr uint32_t kChunkBytes = 4 << 20;
 
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
+  // An infinite timeout (or one past the clock's range) is no deadline:
+  // now + milliseconds::max() overflows into the past.
+  if (timeout >= absl::Hours(24 * 365)) return;
   ctx->set_deadline(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(timeout));
 }
@@ -197,8 +200,11 @@ absl::StatusOr<size_t> WorkerClient::Call(const BlockId& id, uint64_t offset,
   reactor.Start(*generic_stubs_[Next()], req.SerializeAsString());
   absl::StatusOr<size_t> n = reactor.Wait();
   if (!n.ok() && n.status().code() == absl::StatusCode::kInternal) {
-    return absl::InternalError(
+    absl::Status named = absl::InternalError(
         absl::StrCat("worker ", address_, ": ", n.status().message()));
+    // The store's failure behind the worker stays the store's: another
+    // worker would meet the same store (no failover).
+    return IsStoreError(n.status()) ? MarkStoreError(std::move(named)) : named;
   }
   return n;
 }

@@ -570,6 +570,38 @@ TEST_F(WorkerTest, AStoppedWorkerFailsShortCircuitExchangesInTime) {
   EXPECT_TRUE(buf == data_.substr(0, Block(0).length()));
 }
 
+// Connections pooled before the worker restarted are dead (it closed them
+// all): a read on one used to fail, and fail the read over to other workers
+// or the store; it is now tried once more on a new connection.
+TEST_F(WorkerTest, AReadAfterTheWorkerRestartedUsesANewConnection) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const std::string socket = worker->socket_path();
+  LocalLeases local;
+  std::vector<std::shared_ptr<ShortCircuitClient>> pooled;
+  for (int i = 0; i < 2; ++i) {
+    auto sc = local.Take(socket);
+    ASSERT_TRUE(sc.ok()) << sc.status();
+    std::string buf(100, '\0');
+    ASSERT_TRUE((*sc)->Read(Block(0), 0, absl::MakeSpan(buf)).ok());
+    pooled.push_back(*std::move(sc));
+  }
+  for (auto& sc : pooled) local.Give(socket, std::move(sc));
+  ASSERT_TRUE(worker->Restart().ok());
+  auto lease = local.From(socket, Block(1));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_NE(*lease, nullptr) << "read over gRPC instead";
+  std::string buf(Block(1).length(), '\0');
+  auto n =
+      ShortCircuitClient::ReadLease((*lease)->lease, 0, absl::MakeSpan(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(buf == data_.substr(kBlock, Block(1).length()));
+  // The other connection pooled before the restart went with the first.
+  auto again = local.From(socket, Block(2));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(*again, nullptr);
+}
+
 TEST_F(WorkerTest, SigtermStopsGracefully) {
   auto worker = StartWorker();
   ASSERT_NE(worker, nullptr);
@@ -918,6 +950,33 @@ TEST(ShortCircuitClientTest, AReleaseDoesNotWaitBehindAnOpen) {
   worker.join();
   ::close(*listener);
   EXPECT_TRUE(released_before_answer);
+}
+
+// A worker serving as many connections as it may refuses one more with
+// ResourceExhausted ("read over gRPC") and closes it: the reader reads that
+// worker over gRPC (no lease, no error), instead of taking the worker for
+// failed and reading others.
+TEST(ShortCircuitClientTest, ABusyWorkerIsReadOverGrpc) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/worker.sock";
+  absl::StatusOr<int> listener = ListenUnix(path, 0600);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  std::thread worker([&] {
+    const int conn = ::accept(*listener, nullptr, nullptr);
+    ASSERT_GE(conn, 0);
+    v1::ShortCircuitResponse resp;
+    resp.set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+    resp.set_message("short-circuit busy: 1024 connections served");
+    SendFrame(conn, resp.SerializeAsString()).IgnoreError();
+    ::close(conn);
+  });
+  LocalLeases local;
+  BlockId id{"m", "f", "v1", 0, kDefaultBlockSize, 100};
+  auto lease = local.From(path, id);
+  worker.join();
+  ::close(*listener);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(*lease, nullptr);
 }
 
 // A worker from before batched EXPORT answers one naming several objects
