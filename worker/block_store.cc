@@ -683,7 +683,10 @@ void BlockStore::QueueNvmeWrite(std::shared_ptr<const Block> block) {
     absl::MutexLock lock(&mu_);
     if (pending_nvme_writes_ >= options_.max_pending_nvme_writes) {
       metrics_->nvme_write_failures.Increment();
-      return;  // NVMe cannot keep up: this block stays RAM-only.
+      // NVMe cannot keep up: this block stays RAM-only, or, evicted from
+      // RAM, is gone (a RAM eviction is journaled only when NVMe keeps it).
+      JournalGoneLocked(block->key());
+      return;
     }
     ++pending_nvme_writes_;
   }
@@ -696,8 +699,14 @@ void BlockStore::QueueNvmeWrite(std::shared_ptr<const Block> block) {
           .Field("status", st);
     }
     absl::MutexLock lock(&mu_);
+    if (!st.ok()) JournalGoneLocked(block->key());
     --pending_nvme_writes_;
   });
+}
+
+void BlockStore::JournalGoneLocked(const BlockKey& key) {
+  if (!ram_.Contains(key) && journal_removed_.size() < kMaxJournal)
+    journal_removed_.push_back(key);
 }
 
 bool BlockStore::Lease(const BlockKey& key, absl::Time until) {

@@ -294,6 +294,10 @@ class BlockStore {
   // (eviction=epoch), else zero (LRU).
   absl::Duration ProtectAfterRead(const BlockId& id) const;
   void QueueNvmeWrite(std::shared_ptr<const Block> block);
+  // A block NVMe did not take: journaled as removed if RAM no longer holds
+  // it either (the master's placement index must not send readers here).
+  void JournalGoneLocked(const BlockKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BlockStoreOptions options_;
   const WorkerMounts* const mounts_;

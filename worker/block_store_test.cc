@@ -247,6 +247,30 @@ TEST_F(BlockStoreTest, RamCapacityIsRespected) {
   EXPECT_EQ(metrics_.evictions_ram.Value(), 7);
 }
 
+// A block RAM evicts goes to NVMe, so the eviction is not reported to the
+// master's placement index; when NVMe does not take it (its writers behind,
+// a full or failing disk), the block is gone and the journal says so (it
+// said nothing: the master kept sending readers here for it).
+TEST_F(BlockStoreTest, ABlockNeitherTierKeepsIsJournaledAsRemoved) {
+  testing::TempDir dir;
+  store_->Put("a", Pattern(300000, 1));
+  store_->Put("b", Pattern(300000, 2));
+  BlockStoreOptions o;
+  o.ram_capacity_bytes = 400000;  // One of the two.
+  o.nvme = NvmeOptions{{{dir.path(), 64 << 20}}, 0};
+  o.max_pending_nvme_writes = 0;  // NVMe takes nothing.
+  auto bs = Make(o);
+  ASSERT_TRUE(bs->Get(Id("a", 0)).ok());
+  std::vector<BlockKey> added, removed;
+  bs->DrainJournal(&added, &removed);
+  EXPECT_EQ(added.size(), 1u);
+  EXPECT_TRUE(removed.empty());           // In RAM still.
+  ASSERT_TRUE(bs->Get(Id("b", 0)).ok());  // Evicts a.
+  bs->DrainJournal(&added, &removed);
+  EXPECT_THAT(removed, ::testing::ElementsAre(Id("a", 0).Key()));
+  EXPECT_GE(metrics_.nvme_write_failures.Value(), 3);
+}
+
 TEST_F(BlockStoreTest, NvmeKeepsBlocksAcrossRestartAndCorruptionIsRefetched) {
   testing::TempDir dir;
   const std::string data = Pattern(200000, 9);
