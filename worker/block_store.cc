@@ -112,9 +112,19 @@ void BlockStore::Shutdown() {
 }
 
 std::shared_ptr<const Block> BlockStore::LookupRam(const BlockKey& key) {
-  auto* e = ram_.Find(key, absl::Now());
-  if (e == nullptr) return nullptr;
-  return e->value;
+  std::vector<std::shared_ptr<const Block>> expired;
+  if (auto* e = ram_.Find(key, absl::Now(), &expired)) return e->value;
+  if (!expired.empty()) {
+    // Past its TTL: out of RAM, with the rest of its object memfd (as an
+    // eviction), and out of the master's placement index (the NVMe copy,
+    // if any, is past the same TTL).
+    RetireObjects(&expired);
+    for (const auto& b : expired) {
+      if (journal_removed_.size() < kMaxJournal)
+        journal_removed_.push_back(b->key());
+    }
+  }
+  return nullptr;
 }
 
 absl::Time BlockStore::Touch() {

@@ -244,7 +244,8 @@ class BlockStore {
   BlockStore(BlockStoreOptions options, const WorkerMounts* mounts,
              WorkerMetrics* metrics);
 
-  // Looks in RAM (counting the hit); nullptr on a miss.
+  // Looks in RAM; nullptr on a miss. A block found past its TTL leaves RAM
+  // (with its object memfd's other blocks) and is journaled as removed.
   std::shared_ptr<const Block> LookupRam(const BlockKey& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that a block was asked for now (for the promoter); returns now.

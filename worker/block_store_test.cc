@@ -271,6 +271,32 @@ TEST_F(BlockStoreTest, ABlockNeitherTierKeepsIsJournaledAsRemoved) {
   EXPECT_GE(metrics_.nvme_write_failures.Value(), 3);
 }
 
+// A block a reader finds past its TTL leaves RAM with the rest of its object
+// memfd, and the journal says so (the master's placement index went on
+// naming this worker, and the object's other blocks stayed behind).
+TEST_F(BlockStoreTest, ABlockPastItsTtlLeavesWithItsObjectAndIsJournaled) {
+  store_->Put("obj", Pattern(2 * kBlock + 100, 3));  // One memfd, 3 blocks.
+  BlockStoreOptions o;
+  o.rules = *CacheRules::Parse({}, {"m/obj=300ms"});
+  auto bs = Make(o);
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(bs->Get(Id("obj", i)).ok());
+  std::vector<BlockKey> added, removed;
+  bs->DrainJournal(&added, &removed);
+  EXPECT_EQ(added.size(), 3u);
+  EXPECT_TRUE(removed.empty());
+  absl::SleepFor(absl::Milliseconds(400));
+  auto r = bs->Get(Id("obj", 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, BlockSource::kUnderStore);
+  EXPECT_EQ(r->block->data(), Pattern(2 * kBlock + 100, 3).substr(0, kBlock));
+  bs->DrainJournal(&added, &removed);
+  EXPECT_THAT(removed,
+              ::testing::UnorderedElementsAre(
+                  Id("obj", 0).Key(), Id("obj", 1).Key(), Id("obj", 2).Key()));
+  EXPECT_THAT(added, ::testing::ElementsAre(Id("obj", 0).Key()));
+  EXPECT_EQ(bs->GetStats().ram_blocks, 1u);
+}
+
 TEST_F(BlockStoreTest, NvmeKeepsBlocksAcrossRestartAndCorruptionIsRefetched) {
   testing::TempDir dir;
   const std::string data = Pattern(200000, 9);
