@@ -286,8 +286,8 @@ TEST_F(ClusterTest, AStoppedLocalWorkerCostsATimeoutNotAHang) {
   // exchange with its owner.
   auto local = Connect("");
   ASSERT_NE(local, nullptr);
-  ASSERT_EQ(::kill(workers_[1]->pid(), SIGSTOP), 0);
   absl::Cleanup resume = [&] { ::kill(workers_[1]->pid(), SIGCONT); };
+  ASSERT_TRUE(testing::StopProcess(workers_[1]->pid()).ok());
   absl::Notification done;
   std::atomic<int> bad{-1};
   const absl::Time start = absl::Now();

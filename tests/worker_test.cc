@@ -538,8 +538,8 @@ TEST_F(WorkerTest, AStoppedWorkerFailsShortCircuitExchangesInTime) {
   ASSERT_TRUE(sc.ok()) << sc.status();
   std::string buf(Block(0).length(), '\0');
   ASSERT_TRUE((*sc)->Read(Block(0), 0, absl::MakeSpan(buf)).ok());
-  ASSERT_EQ(::kill(worker->pid(), SIGSTOP), 0);
   absl::Cleanup resume = [&] { ::kill(worker->pid(), SIGCONT); };
+  ASSERT_TRUE(testing::StopProcess(worker->pid()).ok());
 
   const absl::Time start = absl::Now();
   auto stopped = (*sc)->Read(Block(0), 0, absl::MakeSpan(buf));

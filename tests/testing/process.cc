@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -125,6 +126,36 @@ bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   return condition();
+}
+
+absl::Status StopProcess(pid_t pid, absl::Duration timeout) {
+  if (::kill(pid, SIGSTOP) != 0)
+    return absl::ErrnoToStatus(errno, absl::StrCat("kill -STOP ", pid));
+  // The signal is delivered to each thread as it next enters the kernel:
+  // a thread running on another CPU answers a request or two before then.
+  auto all_stopped = [pid] {
+    std::error_code ec;
+    int threads = 0;
+    for (const auto& t : std::filesystem::directory_iterator(
+             absl::StrCat("/proc/", pid, "/task"), ec)) {
+      std::ifstream in(t.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)),
+                       std::istreambuf_iterator<char>());
+      // pid (comm) STATE ...: comm may hold spaces and parentheses.
+      const size_t paren = stat.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+      const char state = stat[paren + 2];
+      if (state != 'T' && state != 't') return false;
+      ++threads;
+    }
+    return !ec && threads > 0;
+  };
+  if (!WaitFor(all_stopped, timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("process ", pid, " did not stop within ",
+                     absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
 }
 
 Subprocess::~Subprocess() { Stop(SIGKILL); }

@@ -52,6 +52,11 @@ absl::StatusOr<std::string> ReadUncached(const std::string& path,
 // shifted or mixed-up range cannot match by accident).
 std::string PatternBytes(size_t n, uint64_t seed);
 
+// Sends SIGSTOP to `pid` and waits until every thread of it has stopped
+// (kill returns before they have: a thread busy on another CPU goes on for
+// a moment). Errors: those of kill, DeadlineExceeded.
+absl::Status StopProcess(pid_t pid, absl::Duration timeout = absl::Seconds(5));
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int PickFreePort();
 
