@@ -19,6 +19,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -304,16 +305,30 @@ absl::Status RunCp(const std::vector<std::string>& args) {
   LARDER_ASSIGN_OR_RETURN(FileInfo root, std::move(source));
   std::string base = root.path;
   if (root.is_dir) {
-    std::string token;
-    do {
-      LARDER_ASSIGN_OR_RETURN(
-          ListResult page,
-          client->List(root.path, token, 1000, /*recursive=*/true));
-      for (FileInfo& f : page.entries) {
-        if (!f.is_dir) files.push_back(std::move(f));
-      }
-      token = page.next_page_token;
-    } while (!token.empty());
+    // A recursive listing of a mount holds files only; one of a directory
+    // of mounts ("/", "/datasets") holds the mounts (or the next level of
+    // their paths), each then listed in turn.
+    std::vector<std::string> dirs = {root.path};
+    while (!dirs.empty()) {
+      const std::string dir = std::move(dirs.back());
+      dirs.pop_back();
+      const std::string below = dir == "/" ? dir : absl::StrCat(dir, "/");
+      std::string token;
+      do {
+        LARDER_ASSIGN_OR_RETURN(
+            ListResult page,
+            client->List(dir, token, 1000, /*recursive=*/true));
+        for (FileInfo& f : page.entries) {
+          if (!f.is_dir) {
+            files.push_back(std::move(f));
+          } else if (f.path.size() > below.size() &&
+                     absl::StartsWith(f.path, below)) {
+            dirs.push_back(f.path);
+          }
+        }
+        token = page.next_page_token;
+      } while (!token.empty());
+    }
   } else {
     base = root.path.substr(0, root.path.rfind('/'));
     files.push_back(root);
@@ -324,8 +339,8 @@ absl::Status RunCp(const std::vector<std::string>& args) {
       [&](size_t i) -> absl::Status {
         thread_local std::vector<char> buf(8 << 20);
         const FileInfo& f = files[i];
-        std::string target =
-            absl::StrCat(args[1], "/", f.path.substr(base.size() + 1));
+        std::string target = absl::StrCat(
+            args[1], "/", f.path.substr(base == "/" ? 1 : base.size() + 1));
         std::error_code ec;
         std::filesystem::create_directories(
             std::filesystem::path(target).parent_path(), ec);

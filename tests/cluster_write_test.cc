@@ -457,5 +457,48 @@ TEST_F(WriteTest, CpWritesFilesAndDirectories) {
   EXPECT_FALSE(Visible(*reader_, "/ckpt/s3/broken/a.pt"));
 }
 
+// A directory of mounts (/ckpt holds the mounts /ckpt/s3 and /ckpt/local;
+// / holds /ckpt and /scratch) is copied whole: the master lists it as its
+// mounts, not what they hold, and cp used to copy nothing, with exit 0.
+TEST_F(WriteTest, CpOfADirectoryOfMountsCopiesEveryMount) {
+  const std::string a = PatternBytes(5000, 1), b = PatternBytes(7000, 2);
+  ASSERT_TRUE(Write("/ckpt/s3/run/a.pt", a).ok());
+  ASSERT_TRUE(Write("/ckpt/local/run/b.pt", b).ok());
+  std::string token;
+  if (const Pki* pki = testing::SuitePki()) {
+    token = absl::StrCat(" --token_file=", pki->reader_token_file(),
+                         " --tls_ca_file=", pki->ca());
+  }
+  for (const std::string from : {"/ckpt", "/"}) {
+    SCOPED_TRACE(from);
+    const std::string out =
+        absl::StrCat(dir_.path(), "/out", from == "/" ? "-root" : "");
+    testing::Shell sh = testing::Sh(
+        absl::StrCat(LARDER_CLI_BINARY, " cp ", from, " ", out,
+                     " --master=", master_->address(), token, " 2>&1"));
+    ASSERT_EQ(sh.code, 0) << sh.out;
+    // "/" holds the dataset of the cluster's fixture, /datasets/ds, too.
+    EXPECT_THAT(sh.out, HasSubstr(absl::StrCat(
+                            "copied ", 2 + (from == "/" ? files_.size() : 0),
+                            " files")));
+    if (from == "/") {
+      for (const auto& [path, data] : files_) {
+        absl::StatusOr<std::string> got =
+            testing::ReadFile(absl::StrCat(out, "/datasets/ds/", path));
+        ASSERT_TRUE(got.ok()) << path << ": " << got.status();
+        EXPECT_TRUE(*got == data) << path;
+      }
+    }
+    const std::string under = from == "/" ? out + "/ckpt" : out;
+    absl::StatusOr<std::string> got_a =
+        testing::ReadFile(under + "/s3/run/a.pt");
+    absl::StatusOr<std::string> got_b =
+        testing::ReadFile(under + "/local/run/b.pt");
+    ASSERT_TRUE(got_a.ok() && got_b.ok()) << sh.out;
+    EXPECT_TRUE(*got_a == a);
+    EXPECT_TRUE(*got_b == b);
+  }
+}
+
 }  // namespace
 }  // namespace larder

@@ -104,12 +104,23 @@ class Client:
         """Every file below a directory, at any depth, sorted by path
         (FileInfo; one paged listing, not one call per directory)."""
         path = _clean(path)
-        out, token = [], ""
-        while True:
-            entries, token = self._native.list(path, token, 1000, True)
-            out.extend(entries)
-            if not token:
-                break
+        # A recursive listing of a mount holds files only; one of a
+        # directory of mounts ("/", "/datasets") holds the mounts, each
+        # then listed in turn.
+        out, dirs = [], [path]
+        while dirs:
+            d = dirs.pop()
+            below = d if d.endswith("/") else d + "/"
+            token = ""
+            while True:
+                entries, token = self._native.list(d, token, 1000, True)
+                for e in entries:
+                    if not e.is_dir:
+                        out.append(e)
+                    elif len(e.path) > len(below) and e.path.startswith(below):
+                        dirs.append(e.path)
+                if not token:
+                    break
         out.sort(key=lambda e: e.path)
         return out
 

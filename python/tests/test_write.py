@@ -79,6 +79,20 @@ def test_a_writer_dropped_without_close_writes_nothing(ckpt):
     assert not any(n.startswith(".larder-upload-") for n in os.listdir(root))
 
 
+def test_files_under_a_directory_of_mounts_lists_their_files(ckpt):
+    # "/" holds the mounts /ckpt and /ro (both on the same directory): its
+    # recursive listing is the mounts, and files_under used to return them
+    # as if they were files.
+    c, _ = ckpt
+    client = larder.Client(c.master)
+    client.write("/ckpt/under/x.bin", b"x")
+    paths = [e.path for e in client.files_under("/")]
+    assert "/ckpt/under/x.bin" in paths and "/ro/under/x.bin" in paths
+    assert all(not e.is_dir for e in client.files_under("/"))
+    walked = {d: files for d, _, files in client.walk("/")}
+    assert walked["/ckpt/under"] == ["x.bin"]
+
+
 def test_xb_refuses_an_existing_object_and_wb_replaces_it(ckpt):
     c, _ = ckpt
     client = larder.Client(c.master)
