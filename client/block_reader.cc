@@ -191,7 +191,10 @@ absl::Status BlockReader::Failover(
         router_.Candidates(id, options_.max_workers_per_block);
     for (const Router::Candidate& c : route.candidates) {
       absl::StatusOr<size_t> n = from_worker(c);
-      if (n.ok() && *n == want) return absl::OkStatus();
+      if (n.ok() && *n == want) {
+        router_.Answered(c);
+        return absl::OkStatus();
+      }
       if (n.ok()) {
         last = absl::InternalError(absl::StrCat("worker ", c.worker->id(),
                                                 " returned ", *n, " of ", want,

@@ -212,6 +212,35 @@ TEST_F(BlockReaderTest, AFailingOwnerIsSkippedAndThenTriedLast) {
   EXPECT_EQ(reader->counters().failovers, 1u);
 }
 
+// A suspect that serves a read again (tried last, when the others failed)
+// is no longer one: its blocks go to it first again instead of to workers
+// that do not cache them, for the rest of suspect_for (30 s here).
+TEST_F(BlockReaderTest, ASuspectThatAnswersIsTriedFirstAgain) {
+  auto reader = Reader(/*fallback=*/false);
+  const BlockId id = Block(1);
+  FakeWorker& owner = Owner(id, 0);
+  std::string out(id.length(), '\0');
+  owner.mode = FakeWorker::Mode::kUnavailable;
+  ASSERT_TRUE(reader->Read(id, 0, absl::MakeSpan(out)).ok());  // Suspect.
+  owner.mode = FakeWorker::Mode::kServe;
+  Owner(id, 1).mode = Owner(id, 2).mode = FakeWorker::Mode::kUnavailable;
+  ASSERT_TRUE(reader->Read(id, 0, absl::MakeSpan(out)).ok());  // Owner last.
+  EXPECT_EQ(out, Expected(id, 0, out.size()));
+  // The other two are suspects now, the owner not: for a block whose first
+  // owner is another worker, the owner comes first (with every worker still
+  // a suspect, the ring's order would put that other worker first).
+  const std::string owner_id = router_.Owners(id, 1).candidates[0].worker->id();
+  bool checked = false;
+  for (uint64_t b = 0; b < 4 && !checked; ++b) {
+    const Router::Route ring = router_.Owners(Block(b), 3);
+    if (ring.candidates[0].worker->id() == owner_id) continue;
+    const Router::Route order = router_.Candidates(Block(b), 3);
+    EXPECT_EQ(order.candidates[0].worker->id(), owner_id) << b;
+    checked = true;
+  }
+  EXPECT_TRUE(checked) << "every block has the same first owner";
+}
+
 TEST_F(BlockReaderTest, AStoppedOwnerIsFailedOverToo) {
   auto reader = Reader();
   const BlockId id = Block(2);

@@ -117,6 +117,15 @@ Router::Route Router::Order(const BlockId& id, Route owners) {
   return r;
 }
 
+void Router::Answered(const Candidate& c) {
+  // Nothing to look up while no worker is suspect (every read passes here).
+  if (absl::FromUnixNanos(suspects_until_ns_.load(std::memory_order_relaxed)) <
+      absl::Now())
+    return;
+  absl::MutexLock lock(&suspect_mu_);
+  suspect_until_.erase(c.worker->id());
+}
+
 void Router::MarkSuspect(const Candidate& c, const absl::Status& why) {
   bool first;
   const absl::Time until = absl::Now() + options_.suspect_for;

@@ -116,6 +116,9 @@ class Router {
 
   // `c` failed with `why`: try it after the others for a while.
   void MarkSuspect(const Candidate& c, const absl::Status& why);
+  // `c` served a read: a suspect no longer (its blocks go to it first
+  // again, not to workers that do not cache them).
+  void Answered(const Candidate& c);
   // What Candidates would ask the master block by block, asked in one Locate
   // per 1,000 blocks. Nothing to do outside a rebalance window.
   void LocateAhead(absl::Span<const BlockId* const> ids);
