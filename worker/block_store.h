@@ -279,6 +279,8 @@ class BlockStore {
   // The block from the store, into RAM and queued for NVMe (replacing a
   // file that `nvme_differs`).
   absl::StatusOr<BlockRead> LoadFromStore(const BlockId& id, bool nvme_differs);
+  // An object's memfd is found by the key of its block 0.
+  static BlockKey ObjectKey(const BlockId& id);
   // The memfd the blocks of id's object live in (created on first use);
   // null for objects that keep a memfd per block.
   std::shared_ptr<const ObjectFile> ObjectFor(const BlockId& id);
