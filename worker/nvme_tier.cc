@@ -541,9 +541,13 @@ absl::Status NvmeTier::Write(const Block& block, absl::Duration protect) {
     return st;
   }
   // Left the tier while it was written (erased, evicted) and not taken
-  // again since: the file is no entry's. Deleted under the lock, so that no
-  // new Write of the key renames its file in between.
-  if (!ours && !where_.contains(key)) ::unlink(path.c_str());
+  // again since, or taken again into another directory: this file is no
+  // entry's. Deleted under the lock, so that no new Write of the key into
+  // this directory renames its file in between.
+  if (!ours) {
+    auto now_at = where_.find(key);
+    if (now_at == where_.end() || now_at->second != dir) ::unlink(path.c_str());
+  }
   return absl::OkStatus();
 }
 
