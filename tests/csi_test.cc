@@ -73,6 +73,17 @@ class CsiTest : public ::testing::Test {
                                        grpc::InsecureChannelCredentials());
     node_ = csi::v1::Node::NewStub(channel);
     identity_ = csi::v1::Identity::NewStub(channel);
+    // The socket file is there from bind(), a moment before the plugin
+    // listens: a call in between is refused (a fresh-clone CI run saw
+    // IdentityAndNodeInfo's first call fail so). Every test starts once the
+    // plugin answers.
+    grpc::ClientContext ready;
+    ready.set_wait_for_ready(true);
+    ready.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));
+    csi::v1::ProbeResponse probe;
+    grpc::Status up = identity_->Probe(&ready, csi::v1::ProbeRequest(), &probe);
+    ASSERT_TRUE(up.ok()) << up.error_message() << Log();
   }
 
   void TearDown() override {
