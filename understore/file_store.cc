@@ -84,6 +84,15 @@ bool Grants(const struct stat& st, const PeerCredentials& peer, unsigned bit) {
   return (st.st_mode & bit) != 0;
 }
 
+// The path an open descriptor names now (`what`: for the error).
+absl::StatusOr<std::string> PathOfFd(int fd, absl::string_view what) {
+  char link[64], path[PATH_MAX];
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, path, sizeof(path) - 1);
+  if (n < 0) return ErrnoStatus(errno, "cannot resolve", what);
+  return std::string(path, static_cast<size_t>(n));
+}
+
 // Reads the names of an open directory, except "." and "..", sorted bytewise.
 // Takes ownership of `dir_fd`.
 absl::StatusOr<std::vector<std::string>> SortedNames(int dir_fd,
@@ -139,10 +148,8 @@ absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
   }
   // What was opened is the path realpath gave, not a link put in its place
   // since: root_ names the directory served.
-  char link[64], landed[PATH_MAX];
-  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-  const ssize_t n = ::readlink(link, landed, sizeof(landed) - 1);
-  if (n < 0 || absl::string_view(landed, static_cast<size_t>(n)) != real) {
+  absl::StatusOr<std::string> landed = PathOfFd(fd, uri.path);
+  if (!landed.ok() || *landed != real) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat(
         "under-store root '", uri.path, "' changed while it was opened"));
@@ -183,16 +190,12 @@ absl::StatusOr<int> FileStore::OpenBeneath(const std::string& rel,
 
 absl::StatusOr<std::string> FileStore::PathBeneath(
     int fd, const std::string& rel) const {
-  char link[64], real[PATH_MAX];
-  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-  ssize_t n = ::readlink(link, real, sizeof(real) - 1);
-  if (n < 0) return ErrnoStatus(errno, "cannot resolve", rel);
-  absl::string_view landed(real, static_cast<size_t>(n));
+  LARDER_ASSIGN_OR_RETURN(const std::string landed, PathOfFd(fd, rel));
   if (landed == root_) return std::string();
   const std::string prefix = root_ == "/" ? root_ : absl::StrCat(root_, "/");
   if (!absl::StartsWith(landed, prefix))
     return ErrnoStatus(EXDEV, "cannot open", rel);
-  return std::string(landed.substr(prefix.size()));
+  return landed.substr(prefix.size());
 }
 
 absl::StatusOr<ObjectInfo> FileStore::Stat(absl::string_view path) {

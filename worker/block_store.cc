@@ -220,8 +220,15 @@ void BlockStore::QueueFetch(const BlockId& id,
   }
   // A block on NVMe is read on the NVMe pool: a store that hangs holds the
   // fetch threads, never what the worker has on disk.
-  const bool from_nvme = nvme_read_pool_ != nullptr && !flight->nvme_tried &&
-                         nvme_->Contains(id.Key());
+  Enqueue(id, flight,
+          /*from_nvme=*/nvme_read_pool_ != nullptr && !flight->nvme_tried &&
+              nvme_->Contains(id.Key()),
+          urgent);
+}
+
+void BlockStore::Enqueue(const BlockId& id,
+                         const std::shared_ptr<Flight>& flight, bool from_nvme,
+                         bool urgent) {
   ThreadPool& pool = from_nvme ? *nvme_read_pool_ : *fetch_pool_;
   auto task = [this, id, flight, from_nvme] {
     if (flight->claimed.exchange(true)) return;
@@ -311,14 +318,7 @@ void BlockStore::RunNvmeRead(const BlockId& id,
   flight->nvme_differs = differs;
   flight->nvme_tried = true;
   flight->claimed = false;
-  auto task = [this, id, flight] {
-    if (!flight->claimed.exchange(true)) RunFetch(id, flight);
-  };
-  if (flight->urgent) {
-    fetch_pool_->ScheduleUrgent(std::move(task));
-  } else {
-    fetch_pool_->Schedule(std::move(task));
-  }
+  Enqueue(id, flight, /*from_nvme=*/false, flight->urgent);
 }
 
 void BlockStore::RunFetch(const BlockId& id,

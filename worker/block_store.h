@@ -260,6 +260,10 @@ class BlockStore {
   void QueueFetch(const BlockId& id, const std::shared_ptr<Flight>& flight,
                   bool started, bool urgent);
   std::shared_ptr<Flight> StartFetch(const BlockId& id, bool urgent);
+  // Queues a task that runs the flight (once, whoever claims it first) on
+  // the NVMe read pool or the fetch pool, ahead of prefetches if `urgent`.
+  void Enqueue(const BlockId& id, const std::shared_ptr<Flight>& flight,
+               bool from_nvme, bool urgent);
   // Runs on the NVMe read pool: serves the flight from NVMe, or hands it to
   // the fetch pool (ahead of the prefetches if a reader waits for it).
   void RunNvmeRead(const BlockId& id, const std::shared_ptr<Flight>& flight);
