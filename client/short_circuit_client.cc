@@ -191,6 +191,32 @@ absl::StatusOr<ShortCircuitClient::StatAnswer> ShortCircuitClient::Stat(
   }
 }
 
+absl::StatusOr<v1::ListResponse> ShortCircuitClient::List(
+    const v1::ListRequest& request) {
+  v1::ShortCircuitRequest req;
+  req.set_op(v1::ShortCircuitRequest::LIST);
+  *req.mutable_list() = request;
+  absl::MutexLock lock(&mu_);
+  std::string frame;
+  std::vector<int> fds;
+  const absl::Status st = Exchange(req, &frame, &fds);
+  for (int fd : fds) ::close(fd);  // A LIST carries none.
+  LARDER_RETURN_IF_ERROR(st);
+  v1::ShortCircuitResponse resp;
+  if (!resp.ParseFromString(frame))
+    return absl::InternalError("malformed short-circuit response");
+  const auto code = static_cast<absl::StatusCode>(resp.code());
+  if (code == absl::StatusCode::kOk) return std::move(*resp.mutable_list());
+  if (code == absl::StatusCode::kPermissionDenied) {
+    refused_ = true;
+    return absl::PermissionDeniedError(resp.message());
+  }
+  // (A worker from before LIST takes it for an OPEN of no blocks:
+  // InvalidArgument.)
+  absl::Status failed(code, resp.message());
+  return resp.store_error() ? MarkStoreError(std::move(failed)) : failed;
+}
+
 absl::Status ShortCircuitClient::CheckGrant(const Lease& lease,
                                             const BlockId* asked,
                                             bool whole_object) {

@@ -105,6 +105,11 @@ class ShortCircuitClient {
   // worker asked it).
   absl::StatusOr<StatAnswer> Stat(const std::string& path, uint64_t epoch,
                                   uint64_t seq);
+  // A page of the master's List, for this process by its uid and groups
+  // (LIST). Errors: FailedPrecondition (not answered: the master's refusal
+  // stands), InvalidArgument (also a worker from before LIST), Unavailable,
+  // the master's.
+  absl::StatusOr<v1::ListResponse> List(const v1::ListRequest& request);
 
   // Closes the fds and gives the leases back (one message, no reply).
   absl::Status Release(Lease& lease);

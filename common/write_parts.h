@@ -66,6 +66,17 @@ inline uint64_t WritePartBytes(uint64_t first, uint32_t number) {
   return std::min(first << std::min<uint32_t>(tier, 9), bound);
 }
 
+// Where part `number` (from 1) of such an upload starts: the bytes of the
+// parts before it. `first` at most kMaxWritePartBytes (no overflow).
+inline uint64_t WritePartOffset(uint64_t first, uint32_t number) {
+  uint64_t offset = 0;
+  for (uint32_t tier = 1; tier < number; tier += kWritePartsPerTier) {
+    const uint32_t n = std::min(number - tier, kWritePartsPerTier);
+    offset += uint64_t{n} * WritePartBytes(first, tier);
+  }
+  return offset;
+}
+
 }  // namespace larder
 
 #endif  // LARDER_COMMON_WRITE_PARTS_H_

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -86,6 +87,7 @@ class MasterService final : public v1::Master::Service {
     kBeginWrite,
     kCommitWrite,
     kAbortWrite,
+    kGetCommittedWrite,
     kRpcCount
   };
   // Each RPC's name (a metric label) and the role it needs: admin changes
@@ -113,6 +115,7 @@ class MasterService final : public v1::Master::Service {
       {"BeginWrite", Role::kWriter},
       {"CommitWrite", Role::kWriter},
       {"AbortWrite", Role::kWriter},
+      {"GetCommittedWrite", Role::kAdmin},
   }};
 
   MasterService(const Master* master, const MasterOptions* options,
@@ -281,6 +284,11 @@ class MasterService final : public v1::Master::Service {
     if (grpc::Status denied = Enter(kStat, *ctx); !denied.ok()) return denied;
     if (grpc::Status denied = CheckScope(*ctx, req->path()); !denied.ok())
       return denied;
+    std::optional<Access> access;
+    if (grpc::Status denied =
+            CheckAccess(*ctx, req->path(), PathAccess::kLookup, &access);
+        !denied.ok())
+      return denied;
     absl::StatusOr<v1::StatResponse> r = metadata_->Stat(req->path());
     if (!r.ok() && r.status().code() == absl::StatusCode::kNotFound &&
         !mounts_->VirtualChildren(req->path()).empty()) {
@@ -305,6 +313,11 @@ class MasterService final : public v1::Master::Service {
     // (a mount path itself lists its under-store).
     const std::string path = req->path().empty() ? "/" : req->path();
     if (grpc::Status denied = CheckScope(*ctx, path); !denied.ok())
+      return denied;
+    std::optional<Access> access;
+    if (grpc::Status denied =
+            CheckAccess(*ctx, path, PathAccess::kList, &access);
+        !denied.ok())
       return denied;
     if (!mounts_->Resolve(path).ok()) {
       std::vector<std::string> children = mounts_->VirtualChildren(path);
@@ -334,6 +347,11 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<v1::ListResponse> r = metadata_->List(*req);
     if (!r.ok()) return ToGrpcStatus(MetadataError(r.status()));
     *resp = *std::move(r);
+    if (access && req->recursive()) {
+      // Entries below directories the caller could not list are not shown.
+      FilterRecursiveListing(access->caller, access->mount_path, access->access,
+                             *access->store, access->relative, resp);
+    }
     // Every entry is in the listed directory's mount: resolved once.
     if (absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
             mounts_->Resolve(path);
@@ -392,6 +410,17 @@ class MasterService final : public v1::Master::Service {
     if (grpc::Status denied = Enter(kAbortWrite, *ctx); !denied.ok())
       return denied;
     return ToGrpcStatus(writes_->Abort(auth_->CallerOf(*ctx), req->handle()));
+  }
+
+  grpc::Status GetCommittedWrite(grpc::ServerContext* ctx,
+                                 const v1::GetCommittedWriteRequest* req,
+                                 v1::CommittedWrite* resp) override {
+    if (grpc::Status denied = Enter(kGetCommittedWrite, *ctx); !denied.ok())
+      return denied;
+    absl::StatusOr<v1::CommittedWrite> w = writes_->Committed(req->write_id());
+    if (!w.ok()) return ToGrpcStatus(w.status());
+    *resp = *std::move(w);
+    return grpc::Status::OK;
   }
 
   grpc::Status GetInvalidations(grpc::ServerContext* ctx,
@@ -517,6 +546,46 @@ class MasterService final : public v1::Master::Service {
     }
     info->set_mode(access.mode);
     info->set_own_mode(false);
+  }
+
+  // A caller without credentials (the default of a server without
+  // configured authentication) sees of a mount what its "other" bits show
+  // (MayAccessPath), as the workers hold it to them for reads: a 0700
+  // mount's names and sizes are not shown to anyone who asks. Tokens and
+  // certificates are held to their role and mounts (CheckScope). A path in
+  // no mount (the directories mount paths make) passes. `*checked` is set
+  // for a caller so held, for the caller to filter a recursive listing.
+  struct Access {
+    Caller caller;
+    std::string mount_path;
+    MountAccess access;
+    std::shared_ptr<UnderStore> store;
+    std::string relative;
+  };
+  grpc::Status CheckAccess(const grpc::ServerContext& ctx,
+                           const std::string& path, PathAccess want,
+                           std::optional<Access>* checked) const {
+    Caller caller = auth_->CallerOf(ctx);
+    if (!caller.local || caller.role == Role::kAdmin) return grpc::Status::OK;
+    absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
+        mounts_->Resolve(path);
+    if (!m.ok()) return grpc::Status::OK;
+    const MountAccess access = MountAccessOf(m->first);
+    absl::StatusOr<std::shared_ptr<UnderStore>> store =
+        metadata_->Store(m->first);
+    if (!store.ok()) return ToGrpcStatus(MetadataError(store.status()));
+    static const uint32_t uid = ::geteuid();
+    static const uint32_t gid = ::getegid();
+    absl::Status st = MayAccessPath(caller, m->first.path(), access, **store,
+                                    m->second, want, uid, gid);
+    // No such path (the check found none where the way is open): so it is
+    // answered, not from a metadata cache that may hold what was there.
+    if (!st.ok()) return ToGrpcStatus(st);
+    if (access.per_file) {
+      *checked = Access{std::move(caller), m->first.path(), access,
+                        *std::move(store), m->second};
+    }
+    return grpc::Status::OK;
   }
 
   // A credential limited to mounts (TokenEntry::mounts) reads paths of

@@ -263,6 +263,13 @@ absl::StatusOr<v1::CommitWriteResponse> Writes::Commit(
   }
   ObjectInfo info = *std::move(completed);
   Forget(h.write_id());
+  {
+    v1::CommittedWrite done;
+    *done.mutable_handle() = h;
+    done.set_version(info.version);
+    done.set_object_size(info.size);
+    Remember(std::move(done));
+  }
   if (info.size != offset) {
     LARDER_LOG(ERROR, "master.write_size")
         .Field("path", path)
@@ -356,6 +363,38 @@ size_t Writes::AbortExpired(absl::Time now) {
     }
   }
   return expired.size();
+}
+
+void Writes::Remember(v1::CommittedWrite write) {
+  const absl::Time now = absl::Now();
+  const std::string id = write.handle().write_id();
+  absl::MutexLock lock(&mu_);
+  while (!committed_order_.empty()) {
+    auto oldest = committed_.find(committed_order_.front());
+    if (oldest != committed_.end() && committed_order_.size() < kMaxCommitted &&
+        now - oldest->second.at <= kCommittedMemory) {
+      break;
+    }
+    if (oldest != committed_.end()) committed_.erase(oldest);
+    committed_order_.pop_front();
+  }
+  // Write ids are the master's own, new for each upload: never seen twice.
+  if (committed_.try_emplace(id, Done{std::move(write), now}).second)
+    committed_order_.push_back(id);
+}
+
+absl::StatusOr<v1::CommittedWrite> Writes::Committed(
+    const std::string& write_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = committed_.find(write_id);
+  if (it == committed_.end() ||
+      absl::Now() - it->second.at > kCommittedMemory) {
+    return absl::NotFoundError(
+        absl::StrCat("write ", write_id.substr(0, 64),
+                     " is no write this master committed in the last ",
+                     absl::FormatDuration(kCommittedMemory)));
+  }
+  return it->second.write;
 }
 
 size_t Writes::in_progress() const {

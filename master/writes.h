@@ -16,6 +16,10 @@
 //           upload (the object appears whole, atomically) and invalidates
 //           the path everywhere (the invalidation log).
 //   Abort   drops the upload; nothing appears.
+//   Committed  what a commit made (handle, version, size, parts), for the
+//           workers to check before they serve the blocks a writer kept
+//           there: remembered for kCommittedMemory (the newest
+//           kMaxCommitted), by this master only (a new leader knows none).
 //   AbortExpired  (the master's reaper) aborts uploads older than max_age:
 //           a writer that died leaves no visible object and, after max_age,
 //           no upload in the store.
@@ -31,6 +35,7 @@
 #define LARDER_MASTER_WRITES_H_
 
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -84,6 +89,14 @@ class Writes {
   // Aborts every upload started before now - max_age; returns how many.
   size_t AbortExpired(absl::Time now);
 
+  static constexpr absl::Duration kCommittedMemory = absl::Minutes(10);
+  static constexpr size_t kMaxCommitted = 10000;
+  // The write `write_id` this master committed in the last
+  // kCommittedMemory. Errors: NotFound (never, not by this master, or too
+  // long ago).
+  absl::StatusOr<v1::CommittedWrite> Committed(
+      const std::string& write_id) const;
+
   size_t in_progress() const;
 
  private:
@@ -104,6 +117,13 @@ class Writes {
   const absl::Duration max_age_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Upload> uploads_ ABSL_GUARDED_BY(mu_);
+  struct Done {
+    v1::CommittedWrite write;
+    absl::Time at;
+  };
+  void Remember(v1::CommittedWrite write) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::flat_hash_map<std::string, Done> committed_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> committed_order_ ABSL_GUARDED_BY(mu_);  // Oldest 1st.
 };
 
 }  // namespace larder

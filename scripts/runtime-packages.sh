@@ -10,8 +10,18 @@ if [ -n "$missing" ]; then
   echo "runtime-packages: $binary needs libraries that are not installed: $missing" >&2
   exit 1
 fi
-ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
-  # /lib is a link to /usr/lib on Debian 12: dpkg knows one of the two names.
-  dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null ||
-    dpkg -S "/usr$lib" 2>/dev/null || { echo "runtime-packages: no package holds $lib" >&2; exit 1; }
+mapfile -t libs < <(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u)
+# /lib is a link to /usr/lib on Debian 12: dpkg knows one of each library's names. One dpkg
+# call for all of them (each call reads dpkg's whole database: ~0.5 s).
+names=()
+for lib in "${libs[@]}"; do names+=("$lib" "$(readlink -f "$lib")" "/usr$lib"); done
+found=$(dpkg -S "${names[@]}" 2>/dev/null || true)
+for lib in "${libs[@]}"; do
+  pkg=""
+  for name in "$lib" "$(readlink -f "$lib")" "/usr$lib"; do
+    pkg=$(awk -v p="$name" '{ n = index($0, ": "); if (substr($0, n + 2) == p) { print substr($0, 1, n - 1); exit } }' <<<"$found")
+    [ -n "$pkg" ] && break
+  done
+  [ -n "$pkg" ] || { echo "runtime-packages: no package holds $lib" >&2; exit 1; }
+  echo "$pkg"
 done | cut -d: -f1 | sort -u

@@ -905,6 +905,15 @@ TEST_F(FuseTest, KilledDaemonLeavesNoHungMountAndMountsAgain) {
                                absl::Seconds(10)));
   const char* channel = std::getenv("LARDER_TEST_FUSE_CHANNEL");
   if (channel != nullptr && std::string(channel) == "uring") {
+    // The watchdog logs once its umount2 has returned: the mount can be
+    // gone a moment before the line is written.
+    testing::WaitFor(
+        [&] {
+          return absl::StrContains(
+              testing::ReadFile(fuse->log_path()).value_or(""),
+              "fuse.watchdog_unmounted");
+        },
+        absl::Seconds(5));
     EXPECT_THAT(testing::ReadFile(fuse->log_path()).value_or(""),
                 HasSubstr("fuse.watchdog_unmounted"));
   }

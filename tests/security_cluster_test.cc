@@ -474,19 +474,38 @@ TEST_F(SecurityTest, ShortCircuitLendsOnlyBlocksOfMountsTheCallerMayRead) {
   EXPECT_EQ(r.code, 0) << r.out;
   r = stat(kNobody, "/ds/team/t.txt");
   EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
-  EXPECT_THAT(r.out, HasSubstr("may not read its mount"));
+  EXPECT_THAT(r.out, HasSubstr("may not see it"));
   r = stat(group, "/ds/team/t.txt");
   EXPECT_EQ(r.code, 0) << r.out;
   r = stat(kNobody, "/ds/private/secret.txt");
   EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
-  // A mount whose files keep their own modes answers only for files the
-  // caller may read: not whether a path exists.
+  // A mount whose files keep their own modes answers what stat(2) would:
+  // whether a path exists where the way there is open to the caller.
   r = stat(kNobody, "/ds/public/none.txt");
-  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(r.out, HasSubstr("NOT_FOUND"));
   r = stat("", "/ds/public/none.txt");
   EXPECT_THAT(r.out, HasSubstr("NOT_FOUND"));
   r = stat(kNobody, "/elsewhere/x");
   EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+
+  // Listings (LIST) by the same rule: the worker asks the master, and
+  // answers only callers who may list the directory.
+  auto list = [&](const std::string& user, const std::string& path) {
+    return testing::Sh(absl::StrCat(user, SHORT_CIRCUIT_PROBE, " ", sock,
+                                    " list ", path, " 2>&1"));
+  };
+  r = list(kNobody, "/ds/public");
+  EXPECT_EQ(r.out, "/ds/public/a.txt\n");
+  r = list(kNobody, "/ds/team");
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(r.out, Not(HasSubstr("t.txt")));
+  r = list(group, "/ds/team");
+  EXPECT_EQ(r.out, "/ds/team/t.txt\n");
+  r = list(kNobody, "/ds/private");
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(r.out, Not(HasSubstr("secret.txt")));
+  r = list("", "/ds/private");
+  EXPECT_EQ(r.out, "/ds/private/secret.txt\n");
 }
 
 // Resources before authentication: 20 callers with no credential each send
@@ -584,6 +603,35 @@ TEST_F(SecurityTest, NoSecretReachesALogOrACommandLine) {
   }
 }
 
+// A master and a worker started with no authentication flag, serving
+// file:// mounts under `root`, the worker in the ring.
+struct DefaultCluster {
+  std::unique_ptr<testing::MasterProcess> master;
+  std::unique_ptr<testing::WorkerProcess> worker;
+  std::string at;  // " --master=ADDRESS", for the CLI.
+};
+void StartDefaultCluster(const std::string& root,
+                         std::vector<std::string> worker_flags,
+                         DefaultCluster* out) {
+  const std::string roots = absl::StrCat("--allowed_file_roots=", root);
+  auto master = testing::MasterProcess::Start({roots});
+  ASSERT_TRUE(master.ok()) << master.status();
+  out->master = std::move(*master);
+  out->at = absl::StrCat(" --master=", out->master->address());
+  worker_flags.push_back(absl::StrCat("--master=", out->master->address()));
+  worker_flags.push_back(roots);
+  worker_flags.push_back("--ram_capacity=64MiB");
+  auto worker = testing::WorkerProcess::Start(worker_flags);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  out->worker = std::move(*worker);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::Sh(Larder(absl::StrCat("ring", out->at)))
+                   .out.find(out->worker->address()) != std::string::npos;
+      },
+      absl::Seconds(20)));
+}
+
 // Secure on a shared host by default: a cluster started with no
 // authentication flag keeps an admin token in a 0600 file that root's CLI
 // finds by itself. uid 65534 may neither mount nor read a root-only file of
@@ -605,20 +653,11 @@ TEST(DefaultSecurityTest, OnlyRootAdministersAndFileModesDecideReads) {
   ASSERT_EQ(::chmod((data.path() + "/public/mine.txt").c_str(), 0600), 0);
   ASSERT_EQ(::chmod((data.path() + "/private").c_str(), 0700), 0);
   ASSERT_EQ(::chmod((data.path() + "/private/secret.txt").c_str(), 0644), 0);
-  const std::string roots = absl::StrCat("--allowed_file_roots=", data.path());
-  auto master = testing::MasterProcess::Start({roots});
-  ASSERT_TRUE(master.ok()) << master.status();
-  auto worker = testing::WorkerProcess::Start(
-      {absl::StrCat("--master=", (*master)->address()), roots,
-       "--ram_capacity=64MiB"});
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  const std::string at = absl::StrCat(" --master=", (*master)->address());
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        return testing::Sh(Larder(absl::StrCat("ring", at)))
-                   .out.find((*worker)->address()) != std::string::npos;
-      },
-      absl::Seconds(20)));
+  DefaultCluster cluster;
+  StartDefaultCluster(data.path(), {}, &cluster);
+  if (HasFatalFailure()) return;
+  const std::string& at = cluster.at;
+  testing::MasterProcess* master = cluster.master.get();
 
   // Root, no flag: an admin.
   testing::Shell r =
@@ -641,7 +680,7 @@ TEST(DefaultSecurityTest, OnlyRootAdministersAndFileModesDecideReads) {
     r = testing::Sh(
         absl::StrCat(kNobody, Larder(absl::StrCat("cat ", path, at))));
     EXPECT_NE(r.code, 0) << path << ": " << r.out;
-    EXPECT_THAT(r.out, HasSubstr("a caller without credentials may not read"))
+    EXPECT_THAT(r.out, HasSubstr("a caller without credentials may not"))
         << path;
     EXPECT_THAT(r.out, Not(HasSubstr("TOPSECRET")));
     EXPECT_THAT(r.out, Not(HasSubstr("root-only-bytes")));
@@ -652,7 +691,7 @@ TEST(DefaultSecurityTest, OnlyRootAdministersAndFileModesDecideReads) {
 
   // Through FUSE, run by root: each file's and directory's own owner and
   // mode, which the kernel enforces.
-  auto fuse = testing::FuseProcess::Start((*master)->address());
+  auto fuse = testing::FuseProcess::Start(master->address());
   ASSERT_TRUE(fuse.ok()) << fuse.status();
   const std::string mnt = (*fuse)->mountpoint();
   ASSERT_EQ(::chmod(std::filesystem::path(mnt).parent_path().c_str(), 0755), 0);
@@ -672,6 +711,137 @@ TEST(DefaultSecurityTest, OnlyRootAdministersAndFileModesDecideReads) {
   }
   r = testing::Sh(absl::StrCat("cat ", mnt, "/ds/private/secret.txt"));
   EXPECT_EQ(r.out, "TOPSECRET-99");
+}
+
+// Names are data too: with no authentication configured, a caller without
+// credentials is shown what a mount's (or, for a mount whose files keep
+// their own modes, each directory's) "other" bits let anyone list or search,
+// by the master as by the workers. A local user's own private directory is
+// listed for it by its local worker, which knows its uid.
+TEST(DefaultSecurityTest, NamesAUserMayNotListStayHidden) {
+  testing::TempDir data;
+  ASSERT_EQ(::chmod(data.path().c_str(), 0755), 0);
+  ASSERT_TRUE(testing::WriteFile(data.path() + "/public/a.txt", "a").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/private/layoffs-2027.xlsx", "x").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/home/own-notes.txt", "o").ok());
+  ASSERT_EQ(::chmod((data.path() + "/private").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((data.path() + "/home").c_str(), 0700), 0);
+  ASSERT_EQ(::chown((data.path() + "/home").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(
+      ::chown((data.path() + "/home/own-notes.txt").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod((data.path() + "/home/own-notes.txt").c_str(), 0600), 0);
+  DefaultCluster cluster;
+  StartDefaultCluster(data.path(), {"--short_circuit_allowed_uids=65534"},
+                      &cluster);
+  if (HasFatalFailure()) return;
+  const std::string& at = cluster.at;
+  testing::MasterProcess* master = cluster.master.get();
+  const std::string sock = cluster.worker->socket_path();
+  ASSERT_EQ(::chmod(std::filesystem::path(sock).parent_path().c_str(), 0755),
+            0);
+  ASSERT_EQ(::chmod(sock.c_str(), 0666), 0);
+  testing::Shell r =
+      testing::Sh(Larder(absl::StrCat("mount /ds file://", data.path(), at)));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // A mount of its own mode: root's only.
+  r = testing::Sh(Larder(absl::StrCat(
+      "mount /locked file://", data.path(),
+      "/public --owner_uid=0 --owner_gid=0 --file_mode=0700", at)));
+  ASSERT_EQ(r.code, 0) << r.out;
+
+  // The master, asked by a caller with no credentials at all.
+  auto channels = ChannelFactory::Insecure();
+  auto anonymous = v1::Master::NewStub(channels->Channel(master->address()));
+  auto list = [&](const std::string& path, bool recursive,
+                  v1::ListResponse* resp) {
+    v1::ListRequest req;
+    req.set_path(path);
+    req.set_recursive(recursive);
+    grpc::ClientContext ctx;
+    return anonymous->List(&ctx, req, resp);
+  };
+  auto stat = [&](const std::string& path) {
+    v1::StatRequest req;
+    req.set_path(path);
+    v1::StatResponse resp;
+    grpc::ClientContext ctx;
+    return anonymous->Stat(&ctx, req, &resp);
+  };
+  v1::ListResponse page;
+  grpc::Status st = list("/ds/private", false, &page);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("a caller without credentials may not list"));
+  EXPECT_EQ(page.entries_size(), 0);
+  EXPECT_EQ(stat("/ds/private/layoffs-2027.xlsx").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(stat("/ds/private/none").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);  // Nor what is not there.
+  EXPECT_TRUE(stat("/ds/private").ok());  // Its own name is the root's.
+  EXPECT_TRUE(stat("/ds/public/a.txt").ok());
+  page.Clear();
+  ASSERT_TRUE(list("/ds", true, &page).ok());
+  std::string names;
+  for (const auto& e : page.entries()) names += e.path() + "\n";
+  EXPECT_THAT(names, HasSubstr("/ds/public/a.txt"));
+  EXPECT_THAT(names, Not(HasSubstr("layoffs")));
+  EXPECT_THAT(names, Not(HasSubstr("own-notes")));
+  // Page by page: no page token names a hidden path either (a recursive
+  // page's token is the path of its last entry).
+  std::string token, seen;
+  for (int pages = 0; pages < 20; ++pages) {
+    v1::ListRequest req;
+    req.set_path("/ds");
+    req.set_recursive(true);
+    req.set_page_size(1);
+    req.set_page_token(token);
+    v1::ListResponse one;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(anonymous->List(&ctx, req, &one).ok());
+    for (const auto& e : one.entries()) seen += e.path() + "\n";
+    token = one.next_page_token();
+    seen += "token " + token + "\n";
+    if (token.empty()) break;
+  }
+  EXPECT_TRUE(token.empty()) << seen;
+  EXPECT_THAT(seen, HasSubstr("/ds/public/a.txt"));
+  EXPECT_THAT(seen, Not(HasSubstr("layoffs")));
+  EXPECT_THAT(seen, Not(HasSubstr("own-notes")));
+  EXPECT_EQ(list("/locked", false, &page).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(stat("/locked/a.txt").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(stat("/locked").ok());
+
+  // The CLI as uid 65534 (no credentials: its local worker answers for
+  // it by its uid).
+  r = testing::Sh(
+      absl::StrCat(kNobody, Larder(absl::StrCat("ls /ds/private", at))));
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("may not list"));
+  EXPECT_THAT(r.out, Not(HasSubstr("layoffs")));
+  r = testing::Sh(absl::StrCat(
+      kNobody, Larder(absl::StrCat("stat /ds/private/layoffs-2027.xlsx", at))));
+  EXPECT_NE(r.code, 0) << r.out;
+  r = testing::Sh(
+      absl::StrCat(kNobody, Larder(absl::StrCat("ls /ds/home", at))));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("own-notes.txt"));
+  r = testing::Sh(absl::StrCat(
+      kNobody, Larder(absl::StrCat("stat /ds/home/own-notes.txt", at))));
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = testing::Sh(
+      absl::StrCat(kNobody, Larder(absl::StrCat("ls /ds --recursive", at))));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("a.txt"));
+  EXPECT_THAT(r.out, HasSubstr("own-notes.txt"));
+  EXPECT_THAT(r.out, Not(HasSubstr("layoffs")));
+  // Root: an admin, shown everything.
+  r = testing::Sh(Larder(absl::StrCat("ls /ds/private", at)));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("layoffs-2027.xlsx"));
 }
 
 // A reader token limited to a mount reads that mount only, over gRPC: the

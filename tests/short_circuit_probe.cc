@@ -10,6 +10,11 @@
 // "size VERSION" or the status:
 //
 //   short_circuit_probe SOCKET stat CLUSTER_PATH
+//
+// or asks for a page of a listing (LIST) and prints its entries' paths, a
+// line each, or the status:
+//
+//   short_circuit_probe SOCKET list CLUSTER_PATH [recursive]
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +24,24 @@
 #include "client/short_circuit_client.h"
 
 int main(int argc, char** argv) {
+  if ((argc == 4 || argc == 5) && std::string(argv[2]) == "list") {
+    auto client = larder::ShortCircuitClient::Connect(argv[1]);
+    if (!client.ok()) {
+      std::printf("%s\n", client.status().ToString().c_str());
+      return 1;
+    }
+    larder::v1::ListRequest req;
+    req.set_path(argv[3]);
+    req.set_page_size(1000);
+    req.set_recursive(argc == 5);
+    auto page = (*client)->List(req);
+    if (!page.ok()) {
+      std::printf("%s\n", page.status().ToString().c_str());
+      return 1;
+    }
+    for (const auto& e : page->entries()) std::printf("%s\n", e.path().c_str());
+    return 0;
+  }
   if (argc == 4 && std::string(argv[2]) == "stat") {
     auto client = larder::ShortCircuitClient::Connect(argv[1]);
     if (!client.ok()) {

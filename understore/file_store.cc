@@ -218,29 +218,56 @@ absl::StatusOr<ObjectInfo> FileStore::Stat(absl::string_view path) {
 absl::Status FileStore::MayRead(absl::string_view path,
                                 const PeerCredentials& peer) {
   LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  struct stat st;
+  if (rel.empty()) return StatDir("", &st);  // The root is no file to read.
+  return MayAccess(rel, peer, 4, "read");
+}
+
+absl::Status FileStore::MayLookup(absl::string_view path,
+                                  const PeerCredentials& peer) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(path));
+  return MayAccess(rel, peer, 0, "see");
+}
+
+absl::Status FileStore::MayList(absl::string_view dir,
+                                const PeerCredentials& peer) {
+  LARDER_ASSIGN_OR_RETURN(std::string rel, NormalizeStorePath(dir));
+  // Names need read permission, their attributes search permission.
+  return MayAccess(rel, peer, 4 | 1, "list");
+}
+
+absl::Status FileStore::MayAccess(const std::string& rel,
+                                  const PeerCredentials& peer, unsigned bits,
+                                  absl::string_view verb) {
   if (peer.uid == 0) return absl::OkStatus();
   auto denied = [&](absl::string_view what) {
     return absl::PermissionDeniedError(
         absl::StrCat(peer.uid == AnonymousPeer().uid
                          ? std::string("a caller without credentials")
                          : absl::StrCat("uid ", peer.uid),
-                     " may not read '", rel, "': ", what));
+                     " may not ", verb, " '", rel, "': ", what));
   };
   // The root and every directory on the way (from a short-lived cache), then
-  // the file, each opened beneath the root as a read would open it.
+  // the path itself, each opened beneath the root as a read would open it.
   struct stat st, dir_st;
-  if (rel.empty()) return StatDir("", &st);  // The root is no file to read.
   LARDER_RETURN_IF_ERROR(StatDir("", &st));
+  if (rel.empty()) {
+    if (!Grants(st, peer, 4) && (bits & 4) != 0)
+      return denied("the mount's root denies reading");
+    if (!Grants(st, peer, 1) && (bits & 1) != 0)
+      return denied("the mount's root denies search");
+    return absl::OkStatus();
+  }
   if (!Grants(st, peer, 1)) return denied("the mount's root denies search");
   for (size_t slash = rel.find('/');; slash = rel.find('/', slash + 1)) {
     if (slash == std::string::npos) {
       LARDER_ASSIGN_OR_RETURN(int fd, OpenBeneath(rel, O_PATH));
       const int r = ::fstat(fd, &st);
       const int err = errno;
-      // A symbolic link on the way (the file, or a directory of its path)
-      // leads elsewhere beneath the root: the kernel searches the
-      // directories of the path it lands on too, and so does this check
-      // (a link to a file in another user's 0700 directory is no way in).
+      // A symbolic link on the way (the path, or a directory of it) leads
+      // elsewhere beneath the root: the kernel searches the directories of
+      // the path it lands on too, and so does this check (a link to a file
+      // in another user's 0700 directory is no way in).
       absl::StatusOr<std::string> real = PathBeneath(fd, rel);
       ::close(fd);
       if (r != 0) return ErrnoStatus(err, "cannot stat", rel);
@@ -256,7 +283,10 @@ absl::Status FileStore::MayRead(absl::string_view path,
           }
         }
       }
-      if (!Grants(st, peer, 4)) return denied("its mode denies reading");
+      if ((bits & 4) != 0 && !Grants(st, peer, 4))
+        return denied("its mode denies reading");
+      if ((bits & 1) != 0 && !Grants(st, peer, 1))
+        return denied("its mode denies search");
       return absl::OkStatus();
     }
     const std::string dir = rel.substr(0, slash);

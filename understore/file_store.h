@@ -80,6 +80,10 @@ class FileStore final : public UnderStore {
                                    uint64_t* object_size) override;
   absl::Status MayRead(absl::string_view path,
                        const PeerCredentials& peer) override;
+  absl::Status MayLookup(absl::string_view path,
+                         const PeerCredentials& peer) override;
+  absl::Status MayList(absl::string_view dir,
+                       const PeerCredentials& peer) override;
 
   absl::StatusOr<std::string> CreateUpload(absl::string_view path) override;
   absl::StatusOr<UploadedPart> UploadPart(absl::string_view path,
@@ -115,6 +119,11 @@ class FileStore final : public UnderStore {
                                  int flags, int* dir_fd,
                                  std::string* name) const;
 
+  // The check of MayRead, MayLookup and MayList: search permission on the
+  // root and every directory on the way to `rel` (normalized), then `bits`
+  // (4 read, 1 search) on `rel` itself; `verb` names the access in errors.
+  absl::Status MayAccess(const std::string& rel, const PeerCredentials& peer,
+                         unsigned bits, absl::string_view verb);
   // stat of directory `rel` ("" = the root) for MayRead, kept for
   // kDirCacheTtl: a chmod of a directory applies within a second.
   absl::Status StatDir(const std::string& rel, struct stat* st);

@@ -124,6 +124,48 @@ TEST_F(FileStoreTest, OwnersModesAndWhoMayReadAFile) {
   EXPECT_FALSE(store_->MayRead("../secret.txt", root).ok());
 }
 
+// Seeing a path (stat) needs search permission on the way; listing a
+// directory read and search permission on it too, as the kernel decides.
+TEST_F(FileStoreTest, WhoMaySeeAndWhoMayListAPath) {
+  ASSERT_EQ(::chmod(root_.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((root_ + "/dir").c_str(), 0750), 0);
+  ASSERT_EQ(::chown((root_ + "/dir").c_str(), 0, 4242), 0);
+  ASSERT_EQ(::chmod((root_ + "/a.txt").c_str(), 0600), 0);
+  ASSERT_EQ(::chown((root_ + "/a.txt").c_str(), 1000, 1000), 0);
+  PeerCredentials owner{1000, 1000, {}, 0};
+  PeerCredentials stranger{65534, 65534, {}, 0};
+  PeerCredentials member{65534, 65534, {4242}, 0};
+  // A file another user may not read is still seen where the way is open.
+  EXPECT_TRUE(store_->MayLookup("a.txt", stranger).ok());
+  EXPECT_FALSE(store_->MayRead("a.txt", stranger).ok());
+  absl::Status s = store_->MayLookup("dir/b.bin", stranger);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("uid 65534 may not see 'dir/b.bin'"));
+  EXPECT_TRUE(store_->MayLookup("dir/b.bin", member).ok());
+  EXPECT_TRUE(store_->MayLookup("dir", stranger).ok());  // The way is open.
+  s = store_->MayList("dir", stranger);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("uid 65534 may not list 'dir'"));
+  EXPECT_TRUE(store_->MayList("dir", member).ok());
+  EXPECT_TRUE(store_->MayList("", stranger).ok());
+  EXPECT_TRUE(store_->MayList("dir", AnonymousPeer()).code() ==
+              absl::StatusCode::kPermissionDenied);
+  // Read without search lists names, not what they are: not enough.
+  ASSERT_EQ(::chmod((root_ + "/dir").c_str(), 0740), 0);
+  absl::SleepFor(absl::Milliseconds(1100));  // The directory cache's second.
+  EXPECT_FALSE(store_->MayList("dir", member).ok());
+  EXPECT_EQ(store_->MayLookup("nope", owner).code(),
+            absl::StatusCode::kNotFound);
+  // The root's own bits, for its listing.
+  ASSERT_EQ(::chmod(root_.c_str(), 0711), 0);
+  absl::SleepFor(absl::Milliseconds(1100));
+  s = store_->MayList("", stranger);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("the mount's root denies reading"));
+  EXPECT_TRUE(store_->MayLookup("a.txt", stranger).ok());
+  ASSERT_EQ(::chmod(root_.c_str(), 0755), 0);
+}
+
 TEST_F(FileStoreTest, SymlinkInsideRootWorks) {
   auto f = store_->Stat("dir/link_in");
   ASSERT_TRUE(f.ok()) << f.status();

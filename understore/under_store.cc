@@ -204,4 +204,85 @@ absl::StatusOr<uint64_t> CheckUploadParts(
   return end;
 }
 
+absl::Status MayAccessPath(const Caller& caller, absl::string_view mount_path,
+                           const MountAccess& access, UnderStore& store,
+                           absl::string_view relative, PathAccess want,
+                           uint32_t daemon_uid, uint32_t daemon_gid) {
+  if (want == PathAccess::kLookup && relative.empty() && caller.local) {
+    // The mount's root, as the directory it is mounted in shows it: the
+    // role and the token's mounts decide, not the mount's mode.
+    Caller mount_point = caller;
+    mount_point.local.reset();
+    return MayReadMount(mount_point, mount_path, access, daemon_uid,
+                        daemon_gid);
+  }
+  LARDER_RETURN_IF_ERROR(
+      MayReadMount(caller, mount_path, access, daemon_uid, daemon_gid));
+  if (!access.per_file || caller.role == Role::kAdmin || !caller.local ||
+      caller.local->uid == 0) {
+    return absl::OkStatus();
+  }
+  switch (want) {
+    case PathAccess::kLookup:
+      return store.MayLookup(relative, *caller.local);
+    case PathAccess::kList:
+      return store.MayList(relative, *caller.local);
+    case PathAccess::kRead:
+      break;
+  }
+  return store.MayRead(relative, *caller.local);
+}
+
+void FilterRecursiveListing(const Caller& caller, absl::string_view mount_path,
+                            const MountAccess& access, UnderStore& store,
+                            absl::string_view dir, v1::ListResponse* page) {
+  if (!access.per_file || caller.role == Role::kAdmin || !caller.local ||
+      caller.local->uid == 0) {
+    return;
+  }
+  absl::flat_hash_map<std::string, bool> listable;
+  // The first directory below `dir` on the way to mount-relative path
+  // `relative` that the caller may not list; empty if none.
+  auto hidden_by = [&](absl::string_view relative) -> std::string {
+    const size_t from = dir.empty() ? 0 : dir.size() + 1;
+    for (size_t slash = relative.find('/', from);
+         slash != absl::string_view::npos;
+         slash = relative.find('/', slash + 1)) {
+      const std::string between(relative.substr(0, slash));
+      auto [it, added] = listable.try_emplace(between, false);
+      if (added) it->second = store.MayList(between, *caller.local).ok();
+      if (!it->second) return between;
+    }
+    return "";
+  };
+  const size_t cut = mount_path.size() + 1;
+  std::string last_hidden;
+  auto* entries = page->mutable_entries();
+  int kept = 0;
+  for (int i = 0; i < entries->size(); ++i) {
+    const std::string& path = entries->Get(i).path();
+    const absl::string_view relative =
+        path.size() > cut ? absl::string_view(path).substr(cut) : "";
+    std::string hidden = path.size() > cut && absl::StartsWith(relative, dir)
+                             ? hidden_by(relative)
+                             : std::string(relative);
+    if (hidden.empty() && !relative.empty()) {
+      if (kept != i) entries->SwapElements(kept, i);
+      ++kept;
+      last_hidden.clear();
+    } else {
+      last_hidden = hidden.empty() ? std::string(relative) : std::move(hidden);
+    }
+  }
+  entries->DeleteSubrange(kept, entries->size() - kept);
+  if (!last_hidden.empty() && !page->next_page_token().empty()) {
+    // The token named the page's last entry, which is hidden: it names the
+    // directory that hides it instead (relative to `dir`, as the token).
+    absl::string_view token = last_hidden;
+    if (!dir.empty())
+      token.remove_prefix(std::min(token.size(), dir.size() + 1));
+    page->set_next_page_token(std::string(token));
+  }
+}
+
 }  // namespace larder

@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,6 +65,7 @@
 #include "absl/types/span.h"
 #include "common/security.h"
 #include "common/write_parts.h"
+#include "proto/larder.pb.h"
 
 namespace larder {
 
@@ -191,6 +193,24 @@ class UnderStore {
     (void)peer;
     return absl::OkStatus();
   }
+  // As MayRead, for seeing that `path` (a file or a directory; "" the
+  // root) exists and its attributes (stat): search permission on the root
+  // and every directory on the way, nothing on `path` itself.
+  virtual absl::Status MayLookup(absl::string_view path,
+                                 const PeerCredentials& peer) {
+    (void)path;
+    (void)peer;
+    return absl::OkStatus();
+  }
+  // As MayRead, for listing directory `dir` ("" the root) with its
+  // entries' attributes: search permission on the way, read and search
+  // permission on `dir`.
+  virtual absl::Status MayList(absl::string_view dir,
+                               const PeerCredentials& peer) {
+    (void)dir;
+    (void)peer;
+    return absl::OkStatus();
+  }
 
   // Writes (see the top of this file). The default implementations answer
   // Unimplemented ("<scheme>: this under-store cannot write").
@@ -252,6 +272,33 @@ inline constexpr int kStatAsDirectoryPages = 4;
 absl::StatusOr<ObjectInfo> StatAsDirectory(UnderStore& store,
                                            const std::string& rel,
                                            absl::string_view what);
+
+// What a caller may do with a path of a mount: see it (Stat), list it
+// (List of a directory, with its entries' attributes) or read it.
+enum class PathAccess { kLookup, kList, kRead };
+// The one decision for Stat, List and reads, on the master (for callers
+// without credentials) and on the workers (for local callers, by the
+// kernel's word): MayReadMount for the mount (its root is seen by anyone
+// who may see the mount: a mount point), then, for a mount whose files keep
+// their own owner and mode and a local or anonymous caller other than root,
+// the store's MayLookup, MayList or MayRead of `relative`. `daemon_uid` and
+// `daemon_gid` stand for a mount's unset owner and group. Errors:
+// PermissionDenied, and the store's (NotFound, ...).
+absl::Status MayAccessPath(const Caller& caller, absl::string_view mount_path,
+                           const MountAccess& access, UnderStore& store,
+                           absl::string_view relative, PathAccess want,
+                           uint32_t daemon_uid, uint32_t daemon_gid);
+// A page of a recursive listing of directory `dir` ("" the root) of mount
+// `mount_path`, which `caller` may list, as `caller` may see it: without the
+// entries below directories it may not list (every directory between must
+// be listable, as `find` needs), and, when the page's last entry is one of
+// them, with the page token (a file:// store's: the last entry's path below
+// `dir`) moved to the directory that hid it, so that the next page starts
+// past that directory and no token names what the caller may not see.
+// Nothing changes for callers held to no file modes (MayAccessPath).
+void FilterRecursiveListing(const Caller& caller, absl::string_view mount_path,
+                            const MountAccess& access, UnderStore& store,
+                            absl::string_view dir, v1::ListResponse* page);
 
 // Helpers for the backends' uploads.
 

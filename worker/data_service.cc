@@ -401,6 +401,27 @@ class WritePartReactor final
     if (header_.upload() && h.upload_id().empty()) {
       return absl::InvalidArgumentError("WritePart: no upload id");
     }
+    // Blocks kept without an upload are those a peer that uploads their
+    // part sends: only a worker (the admin role) may, or a writer could keep
+    // bytes here that no upload ever carried.
+    if (!header_.upload() && caller_.role != Role::kAdmin) {
+      return absl::PermissionDeniedError(
+          "WritePart: only a worker (the admin role) keeps blocks without "
+          "uploading their part");
+    }
+    // An uploaded part is where its number puts it (as the master's commit
+    // checks): a part numbered for one place whose blocks are kept for
+    // another would be replaced in the store and not here.
+    if (header_.upload() &&
+        (h.part_size() == 0 || h.part_size() % bs != 0 ||
+         h.part_size() > kMaxWritePartBytes ||
+         header_.offset() != WritePartOffset(h.part_size(), header_.number()) ||
+         header_.size() > WritePartBytes(h.part_size(), header_.number()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WritePart: part ", header_.number(), " at ", header_.offset(),
+          " of ", header_.size(), " bytes is not where part ", header_.number(),
+          " of parts of ", h.part_size(), " bytes goes"));
+    }
     if (absl::Status st = service_->staging_->Reserve(header_.size());
         !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("part ", header_.number(),
@@ -453,12 +474,14 @@ class WritePartReactor final
 
   absl::Status Work() {
     const v1::WriteHandle& h = header_.handle();
-    // The blocks are kept as slices of the part: no copy.
-    const uint32_t kept =
-        header_.keep_blocks().empty()
-            ? 0
-            : service_->staging_->Keep(h, data_, header_.offset(),
-                                       header_.keep_blocks(), &reserved_);
+    // The blocks are kept as slices of the part (no copy), once the part is
+    // in the store: bytes whose upload failed are no version's.
+    auto keep = [&]() -> uint32_t {
+      return header_.keep_blocks().empty()
+                 ? 0
+                 : service_->staging_->Keep(h, data_, header_.offset(),
+                                            header_.keep_blocks(), &reserved_);
+    };
     // The blocks other workers own go to them while the part uploads, one
     // thread per owner.
     std::map<std::string, std::vector<std::pair<uint64_t, WriteStaging::Block>>>
@@ -486,6 +509,7 @@ class WritePartReactor final
       p = store_->UploadPart(h.relative(), h.upload_id(), header_.number(),
                              header_.offset(), *data_);
     }
+    const uint32_t kept = p.ok() ? keep() : 0;
     for (std::thread& t : forwards) t.join();
     if (!p.ok()) {
       LARDER_LOG(WARNING, "write.upload_part")
@@ -558,16 +582,38 @@ grpc::ServerUnaryReactor* DataService::PublishWrite(
     return reactor;
   }
   // A publish that forwards nothing (as every forwarded one) waits on no
-  // peer: on the intake pool, so that publishes forwarded between two
-  // workers never wait for each other's upload threads.
-  ThreadPool* pool = request->forward().empty() ? intake_ : uploads_;
+  // peer, only on the master: on a pool of its own, so that publishes
+  // forwarded between two workers never wait for each other's upload
+  // threads, and a slow master holds up no part.
+  ThreadPool* pool = request->forward().empty() ? publishes_.get() : uploads_;
   pool->Schedule([this, reactor, request, response, store = m->store] {
+    const std::string& write_id = request->handle().write_id();
+    if (!staging_->Has(write_id)) {
+      reactor->Finish(grpc::Status::OK);  // Nothing kept: nothing to publish.
+      return;
+    }
+    // What the master committed under this write id, not what the writer
+    // says it did.
+    absl::StatusOr<v1::CommittedWrite> committed =
+        committed_ != nullptr
+            ? committed_(write_id)
+            : absl::FailedPreconditionError("no master to ask");
+    if (!committed.ok()) {
+      staging_->Discard(write_id);
+      LARDER_LOG(WARNING, "write.publish_unconfirmed")
+          .Field("write_id", write_id.substr(0, 64))
+          .Field("status", committed.status());
+      reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+          "the master does not confirm write ", write_id.substr(0, 64), " (",
+          committed.status().message(), "): its kept blocks are dropped"))));
+      return;
+    }
     const std::map<uint64_t, std::string> forward(request->forward().begin(),
                                                   request->forward().end());
     WriteStaging::Forwarded forwarded;
-    absl::StatusOr<uint32_t> n =
-        staging_->Publish(request->handle(), request->version(),
-                          request->object_size(), *store, forward, &forwarded);
+    absl::StatusOr<uint32_t> n = staging_->Publish(
+        request->handle(), request->version(), request->object_size(),
+        *committed, *store, forward, &forwarded);
     if (n.ok()) {
       response->set_published_blocks(*n);
       response->set_forwarded_blocks(Forward(*request, forwarded));

@@ -22,6 +22,8 @@
 #define LARDER_WORKER_DATA_SERVICE_H_
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +31,7 @@
 #include "common/block_proto.h"
 #include "common/security.h"
 #include "common/thread_pool.h"
+#include "proto/master.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/block_store.h"
 #include "worker/peers.h"
@@ -87,16 +90,23 @@ class DataService final
   // service.
   // `intake` parses WritePart's messages and copies their data (not gRPC's
   // threads, which the reads share); it must not be `uploads`, whose tasks
-  // wait for other workers' intake.
+  // wait for other workers' intake. `committed` answers what the master
+  // committed under a write id (Master.GetCommittedWrite): PublishWrite
+  // publishes nothing it does not confirm (null: nothing is published).
+  using CommittedLookup = std::function<absl::StatusOr<v1::CommittedWrite>(
+      const std::string& write_id)>;
   void EnableWrites(WriteStaging* staging, ThreadPool* uploads,
                     ThreadPool* intake,
                     std::shared_ptr<const ChannelFactory> channels,
-                    PeerSet* peers) {
+                    PeerSet* peers, CommittedLookup committed) {
     staging_ = staging;
     uploads_ = uploads;
     intake_ = intake;
     channels_ = std::move(channels);
     peers_ = peers;
+    committed_ = std::move(committed);
+    publishes_ =
+        std::make_unique<ThreadPool>(kPublishThreads, "larder-publish");
   }
   // Raw (write_part_wire.h): requests are parsed without protobuf's copy
   // of their data, the response is a serialized WritePartResponse.
@@ -126,6 +136,7 @@ class DataService final
   ThreadPool* uploads_ = nullptr;
   ThreadPool* intake_ = nullptr;
   std::shared_ptr<const ChannelFactory> channels_;
+  CommittedLookup committed_;
   BlockStore* const store_;
   WorkerMetrics* const metrics_;
   ThreadPool* const executor_;
@@ -133,6 +144,11 @@ class DataService final
   const WorkerMounts* const mounts_;
   const std::atomic<uint64_t>* const ring_version_;
   const size_t chunk_bytes_;
+  // Publishes that forward nothing: each asks the master first (up to
+  // 10 s in a failover), which must hold up neither the parts' intake nor
+  // the uploads. Last: joined first, while the rest is still there.
+  static constexpr int kPublishThreads = 4;
+  std::unique_ptr<ThreadPool> publishes_;
 };
 
 }  // namespace larder

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/fd_socket.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -61,12 +62,18 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Stat(
                    .path = key.size() > m->name.size()
                                ? key.substr(m->name.size() + 1)
                                : std::string()};
-  // A mount whose files keep their own modes is decided per file, which
-  // needs the answer (only files are answered); other mounts before it.
-  const bool per_file = m->access.per_file && caller.role != Role::kAdmin &&
-                        caller.local && caller.local->uid != 0;
-  if (!per_file && !mounts_->MayRead(caller, id).ok())
-    return defer("the caller may not read its mount");
+  // What the caller may see, as stat(2) would let it (a mount whose files
+  // keep their own modes: search permission on the way there). No such
+  // path where the way is open: answered so (not from the cache, which may
+  // hold what was there), and not kept.
+  if (absl::Status st =
+          mounts_->MayAccess(caller, id.mount, id.path, PathAccess::kLookup);
+      !st.ok()) {
+    if (!absl::IsNotFound(st)) return defer("the caller may not see it");
+    return Answer{std::make_shared<const NodeMetadataCache::Stat>(
+                      NodeMetadataCache::Stat{st, v1::StatResponse()}),
+                  absl::ZeroDuration()};
+  }
 
   if (Behind(epoch, seq)) {
     if (absl::Status st = CatchUp(); !st.ok()) {
@@ -86,13 +93,6 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Stat(
       metrics_->metadata_errors.Increment();
       return answer.status();
     }
-  }
-  if (per_file) {
-    const NodeMetadataCache::Stat& s = *answer->stat;
-    if (!s.status.ok() || s.response.info().is_dir())
-      return defer("its mount decides per file, and it is no file");
-    if (!mounts_->MayRead(caller, id).ok())
-      return defer("the caller may not read it");
   }
   return answer;
 }
@@ -180,6 +180,55 @@ absl::StatusOr<MetadataService::Answer> MetadataService::Fetch(
   LARDER_ASSIGN_OR_RETURN(std::shared_ptr<const NodeMetadataCache::Stat> s,
                           flight->result);
   return Answer{std::move(s), ttl};
+}
+
+absl::StatusOr<v1::ListResponse> MetadataService::List(
+    const Caller& caller, const v1::ListRequest& request) {
+  LARDER_ASSIGN_OR_RETURN(const std::string dir,
+                          NormalizeClusterPath(request.path()));
+  absl::StatusOr<Mount> m = mounts_->GetCovering(dir);
+  if (!m.ok()) {
+    return absl::FailedPreconditionError(
+        "not answered by the worker: no mount of this worker holds it");
+  }
+  const std::string relative =
+      dir.size() > m->name.size() ? dir.substr(m->name.size() + 1) : "";
+  if (absl::Status st =
+          mounts_->MayAccess(caller, m->name, relative, PathAccess::kList);
+      !st.ok()) {
+    // No such directory where the way is open: so it is answered (the
+    // master's cache may still list what was there).
+    if (absl::IsNotFound(st)) return st;
+    return absl::FailedPreconditionError(
+        absl::StrCat("not answered by the worker: ", st.message()));
+  }
+  v1::ListRequest req = request;
+  req.set_path(dir);
+  req.set_page_size(std::clamp<uint32_t>(req.page_size(), 1, 1000));
+  v1::ListResponse resp;
+  for (;;) {
+    if (absl::Status st = FromGrpcStatus(master_->Call(
+            &v1::Master::Stub::List, req, &resp, options_.rpc_timeout));
+        !st.ok()) {
+      if (absl::IsPermissionDenied(st) || absl::IsUnauthenticated(st)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("not answered by the worker: the master refused it: ",
+                         st.message()));
+      }
+      return st;
+    }
+    // A page must fit a short-circuit frame (1 MiB, with room to spare):
+    // long paths ask for smaller ones.
+    if (resp.ByteSizeLong() <= kMaxFrameBytes - (64 << 10) ||
+        req.page_size() == 1) {
+      break;
+    }
+    req.set_page_size(req.page_size() / 2);
+  }
+  if (req.recursive())
+    FilterRecursiveListing(caller, m->name, m->access, *m->store, relative,
+                           &resp);
+  return resp;
 }
 
 MetadataService::~MetadataService() {

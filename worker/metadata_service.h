@@ -29,9 +29,14 @@
 //     (epoch, seq) arrives with every heartbeat, and a client that has
 //     heard of a later one than the worker makes the worker catch up before
 //     it answers (so a client never gets back what it has just dropped).
-//   - Only paths in the master's mounts that the caller may read, decided
-//     as for its reads (WorkerMounts::MayRead), are answered; the rest is
-//     left to the master (FailedPrecondition), which decides by token.
+//   - Only paths in the master's mounts that the caller may see, decided
+//     as for its reads (WorkerMounts::MayAccess: the mount's modes, or
+//     search permission on the way for a mount whose files keep their own),
+//     are answered; the rest is left to the master (FailedPrecondition),
+//     which decides by token.
+//   - Listings (LIST) are the master's, passed on for a local caller the
+//     master would hold to a mount's "other" bits (it has no credentials
+//     there): the kernel's word on who it is decides here.
 //
 // Thread-safe.
 #ifndef LARDER_WORKER_METADATA_SERVICE_H_
@@ -84,6 +89,16 @@ class MetadataService {
   // (a malformed path), Unavailable and others (the master's).
   absl::StatusOr<Answer> Stat(const Caller& caller, absl::string_view path,
                               uint64_t epoch, uint64_t seq);
+
+  // A page of the master's List for `caller`, asked with the worker's own
+  // credentials and answered only if `caller` may list the directory
+  // (WorkerMounts::MayAccess, kList); a recursive page leaves out what lies
+  // below directories it may not list. Not kept. Errors: FailedPrecondition
+  // (not answered here: a path in no mount of the master's, a caller that
+  // may not list it, or the master refused the worker), InvalidArgument,
+  // the master's.
+  absl::StatusOr<v1::ListResponse> List(const Caller& caller,
+                                        const v1::ListRequest& request);
 
   // The master's latest invalidation, as a heartbeat reported it: drops
   // what it invalidated since the last one applied.

@@ -134,6 +134,17 @@ absl::Duration ShortCircuitServer::LeaseDuration(
       absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
 }
 
+namespace {
+
+// A STAT or LIST that failed as a whole.
+void Failed(const absl::Status& st, v1::ShortCircuitResponse* resp) {
+  resp->set_code(static_cast<int>(st.code()));
+  resp->set_message(RedactSecrets(st.message()));
+  resp->set_store_error(IsStoreError(st));
+}
+
+}  // namespace
+
 void ShortCircuitServer::Stat(const Caller& peer,
                               const v1::ShortCircuitRequest& req,
                               v1::ShortCircuitResponse* resp) {
@@ -144,9 +155,7 @@ void ShortCircuitServer::Stat(const Caller& peer,
           : metadata_->Stat(peer, req.path(), req.metadata_epoch(),
                             req.invalidation_seq());
   if (!a.ok()) {
-    resp->set_code(static_cast<int>(a.status().code()));
-    resp->set_message(RedactSecrets(a.status().message()));
-    resp->set_store_error(IsStoreError(a.status()));
+    Failed(a.status(), resp);
     return;
   }
   resp->set_code(static_cast<int>(a->stat->status.code()));
@@ -154,6 +163,26 @@ void ShortCircuitServer::Stat(const Caller& peer,
   if (a->stat->status.ok()) *resp->mutable_stat() = a->stat->response;
   resp->set_ttl_ms(static_cast<uint32_t>(std::clamp<int64_t>(
       absl::ToInt64Milliseconds(a->ttl), 0, int64_t{24} * 3600 * 1000)));
+}
+
+void ShortCircuitServer::List(const Caller& peer,
+                              const v1::ShortCircuitRequest& req,
+                              v1::ShortCircuitResponse* resp) {
+  absl::StatusOr<v1::ListResponse> page =
+      metadata_ == nullptr
+          ? absl::FailedPreconditionError(
+                "this worker lists nothing for clients (no master)")
+          : metadata_->List(peer, req.list());
+  if (page.ok() && page->ByteSizeLong() > kMaxFrameBytes - (64 << 10)) {
+    page = absl::FailedPreconditionError(
+        absl::StrCat("an entry of ", page->ByteSizeLong(),
+                     " bytes does not fit a short-circuit frame"));
+  }
+  if (!page.ok()) {
+    Failed(page.status(), resp);
+    return;
+  }
+  *resp->mutable_list() = *std::move(page);
 }
 
 void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
@@ -195,6 +224,8 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
       continue;
     } else if (req.op() == v1::ShortCircuitRequest::STAT) {
       Stat(peer, req, &resp);
+    } else if (req.op() == v1::ShortCircuitRequest::LIST) {
+      List(peer, req, &resp);
     } else if (req.op() == v1::ShortCircuitRequest::EXPORT) {
       // An export is a lease like OPEN's: it ends at RELEASE, when the
       // connection closes, or when its duration runs out. One grant per

@@ -96,6 +96,9 @@ class ShortCircuitServer {
   // Answers a STAT request into `resp`.
   void Stat(const Caller& peer, const v1::ShortCircuitRequest& req,
             v1::ShortCircuitResponse* resp);
+  // Answers a LIST request into `resp`.
+  void List(const Caller& peer, const v1::ShortCircuitRequest& req,
+            v1::ShortCircuitResponse* resp);
   void AcceptLoop();
   // Whether `peer` may use the socket at all.
   bool PeerAllowed(const PeerCredentials& peer) const;

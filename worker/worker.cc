@@ -68,11 +68,23 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
   // many writers.
   w->intake_executor_ = std::make_unique<ThreadPool>(
       std::max(2, w->options_.upload_threads / 4), "larder-intake", write_nice);
+  DataService::CommittedLookup committed;
   if (!w->options_.master.empty()) {
     // The workers that writes may send blocks to: the master's ring.
     LARDER_ASSIGN_OR_RETURN(
         std::shared_ptr<MasterConnection> master,
         MasterConnection::Create(w->options_.master, channels));
+    committed =
+        [master](
+            const std::string& write_id) -> absl::StatusOr<v1::CommittedWrite> {
+      v1::GetCommittedWriteRequest req;
+      req.set_write_id(write_id);
+      v1::CommittedWrite resp;
+      LARDER_RETURN_IF_ERROR(
+          FromGrpcStatus(master->Call(&v1::Master::Stub::GetCommittedWrite, req,
+                                      &resp, absl::Seconds(10))));
+      return resp;
+    };
     w->peers_ = std::make_unique<PeerSet>(
         [master]() -> absl::StatusOr<v1::Ring> {
           v1::Ring ring;
@@ -85,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
   }
   w->service_->EnableWrites(w->staging_.get(), w->upload_executor_.get(),
                             w->intake_executor_.get(), channels,
-                            w->peers_.get());
+                            w->peers_.get(), std::move(committed));
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(w->options_.listen, creds, &w->grpc_port_);

@@ -117,19 +117,21 @@ absl::StatusOr<Mount> WorkerMounts::Find(absl::string_view name) const {
   return it->second;
 }
 
-absl::Status WorkerMounts::MayRead(const Caller& caller,
-                                   const BlockId& id) const {
+absl::Status WorkerMounts::MayAccess(const Caller& caller,
+                                     const std::string& mount,
+                                     absl::string_view relative,
+                                     PathAccess want) const {
   MountAccess access;
   std::shared_ptr<UnderStore> store;
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = mounts_.find(id.mount); it != mounts_.end()) {
+    if (auto it = mounts_.find(mount); it != mounts_.end()) {
       access = it->second.access;
       store = it->second.store;
     }
   }
   if (store == nullptr) {
-    LARDER_ASSIGN_OR_RETURN(Mount m, Get(id.mount));
+    LARDER_ASSIGN_OR_RETURN(Mount m, Get(mount));
     access = m.access;
     store = m.store;
   }
@@ -137,15 +139,10 @@ absl::Status WorkerMounts::MayRead(const Caller& caller,
   // change while it runs (asked once: two system calls per read otherwise).
   static const uint32_t daemon_uid = ::geteuid();
   static const uint32_t daemon_gid = ::getegid();
-  LARDER_RETURN_IF_ERROR(
-      MayReadMount(caller, id.mount, access, daemon_uid, daemon_gid));
-  // A mount whose files keep their own owner and mode: this file's, as the
+  // A mount whose files keep their own owner and mode: this path's, as the
   // file system holds them now.
-  if (access.per_file && caller.role != Role::kAdmin && caller.local &&
-      caller.local->uid != 0) {
-    return store->MayRead(id.path, *caller.local);
-  }
-  return absl::OkStatus();
+  return MayAccessPath(caller, mount, access, *store, relative, want,
+                       daemon_uid, daemon_gid);
 }
 
 absl::StatusOr<Mount> WorkerMounts::Get(absl::string_view name) const {

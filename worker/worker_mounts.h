@@ -76,7 +76,13 @@ class WorkerMounts {
   // directories' (UnderStore::MayRead). Used by every path that hands out
   // bytes (gRPC reads, prefetches, short-circuit leases and exports).
   // Errors: PermissionDenied, and those of Get.
-  absl::Status MayRead(const Caller& caller, const BlockId& id) const;
+  absl::Status MayRead(const Caller& caller, const BlockId& id) const {
+    return MayAccess(caller, id.mount, id.path, PathAccess::kRead);
+  }
+  // As MayRead, for seeing path `relative` of `mount` (Stat: kLookup) or
+  // listing it (kList): MayAccessPath.
+  absl::Status MayAccess(const Caller& caller, const std::string& mount,
+                         absl::string_view relative, PathAccess want) const;
 
   // Get without the miss hook (for the hook's own caller).
   absl::StatusOr<Mount> Find(absl::string_view name) const;

@@ -11,6 +11,16 @@
 #include "common/status_macros.h"
 
 namespace larder {
+namespace {
+
+// Whether two handles name one upload of one object.
+bool SameUpload(const v1::WriteHandle& a, const v1::WriteHandle& b) {
+  return a.write_id() == b.write_id() && a.mount() == b.mount() &&
+         a.relative() == b.relative() && a.upload_id() == b.upload_id() &&
+         a.block_size() == b.block_size();
+}
+
+}  // namespace
 
 absl::Status WriteStaging::Reserve(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
@@ -89,6 +99,10 @@ uint32_t WriteStaging::Keep(const v1::WriteHandle& handle,
   if (added) {
     k.handle = handle;
     k.first = absl::Now();
+  } else if (!SameUpload(k.handle, handle)) {
+    // One write id, two handles: the blocks of one object version come
+    // with one upload (Publish checks that one against the master's).
+    return 0;
   }
   uint64_t replacing = 0;
   for (const auto& [index, block] : blocks) {
@@ -111,8 +125,9 @@ uint32_t WriteStaging::Keep(const v1::WriteHandle& handle,
 
 absl::StatusOr<uint32_t> WriteStaging::Publish(
     const v1::WriteHandle& handle, const std::string& version,
-    uint64_t object_size, UnderStore& store,
-    const std::map<uint64_t, std::string>& forward, Forwarded* forwarded) {
+    uint64_t object_size, const v1::CommittedWrite& committed,
+    UnderStore& store, const std::map<uint64_t, std::string>& forward,
+    Forwarded* forwarded) {
   Kept kept;
   {
     absl::MutexLock lock(&mu_);
@@ -127,6 +142,16 @@ absl::StatusOr<uint32_t> WriteStaging::Publish(
       h.block_size() != handle.block_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "write ", handle.write_id(), ": the handle differs from its parts'"));
+  }
+  // The master must have committed this very upload as this version: on a
+  // writer's word one could keep bytes under a write id the master never
+  // began and publish them as the object's current version.
+  if (!SameUpload(committed.handle(), h) || committed.version() != version ||
+      committed.object_size() != object_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        h.mount(), "/", h.relative(), ": the master did not commit write ",
+        h.write_id().substr(0, 64), " as version ", version.substr(0, 256),
+        " (", object_size, " bytes): the kept blocks are dropped"));
   }
   // The store must hold this version with this size now: otherwise the
   // bytes kept are not (or no longer) the object's, and are dropped.
@@ -168,6 +193,11 @@ absl::StatusOr<uint32_t> WriteStaging::Publish(
     ++published;
   }
   return published;
+}
+
+bool WriteStaging::Has(const std::string& write_id) const {
+  absl::MutexLock lock(&mu_);
+  return writes_.contains(write_id);
 }
 
 void WriteStaging::Discard(const std::string& write_id) {

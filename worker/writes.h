@@ -11,13 +11,19 @@
 // the write's id, and sends the others to the workers that own them
 // (upload = false), which keep them likewise. After the master committed
 // the object, the writer tells those workers its version (PublishWrite):
-// each checks with the under-store that the object has that version and
-// size, then moves the kept blocks into its block store as cached blocks of
-// that version. So the first read after a commit is a hit on every node,
-// and a write's upload is spread over the workers instead of one process.
+// each asks the master what the write committed (Master.GetCommittedWrite:
+// the writer's word is not taken) and checks with the under-store that the
+// object has that version and size now, then moves the kept blocks into its
+// block store as cached blocks of that version. So the first read after a
+// commit is a hit on every node, and a write's upload is spread over the
+// workers instead of one process.
 //
-// Nothing a writer keeps here is served before the commit, and nothing is
-// served as a version the under-store does not hold with that size. Kept
+// Nothing a writer keeps here is served before the commit, nothing is served
+// as a version the under-store does not hold with that size, and nothing is
+// served as a write the master did not commit: a part's blocks are kept
+// only once its upload succeeded (or, sent by a peer that uploads it, only
+// from a worker: the admin role), and only under the handle the write's
+// first blocks came with. Kept
 // blocks are bounded (max_bytes; a part beyond it is uploaded but not kept,
 // and its blocks are read from the store on first use) and dropped after
 // max_age, or when the writer aborts (PublishWrite with discard).
@@ -41,6 +47,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/larder.pb.h"
+#include "proto/master.pb.h"
 #include "understore/under_store.h"
 #include "worker/block_store.h"
 
@@ -86,27 +93,37 @@ class WriteStaging {
   // at i * block_size - part_offset), in the budget until published or
   // dropped; a block kept again (a part sent again) replaces the earlier.
   // All or none: returns how many were kept, 0 when the budget has no room
-  // for them all or an index is not in the part. With `reservation` (the
-  // part's, from Reserve), the kept bytes move out of it (it shrinks by
-  // them): keeping a part's blocks never needs more budget than the part.
+  // for them all, an index is not in the part, or the write's blocks kept
+  // so far came with another handle (mount, path, upload or block size). With
+  // `reservation` (the part's, from Reserve), the kept bytes move out of it (it
+  // shrinks by them): keeping a part's blocks never needs more budget than the
+  // part.
   uint32_t Keep(const v1::WriteHandle& handle,
                 std::shared_ptr<const std::string> part, uint64_t part_offset,
                 absl::Span<const uint64_t> indexes,
                 uint64_t* reservation = nullptr);
 
   // Moves the write's kept blocks into the block store as blocks of
-  // `version` (object of `object_size` bytes), after checking with `store`
-  // that the object has them; blocks whose index `forward` names are not
-  // cached here but handed back in `forwarded` (address -> index -> bytes)
-  // for the caller to send to their owners. Returns how many were cached.
-  // Errors: FailedPrecondition (the store holds another version or size:
-  // nothing is published), the store's Stat errors.
+  // `version` (object of `object_size` bytes), after checking that
+  // `committed` (the master's record of the write, Master.GetCommittedWrite)
+  // is that write, with that version and size, and with `store` that the
+  // object has them now; blocks whose index `forward` names are not cached
+  // here but handed back in `forwarded` (address -> index -> bytes) for the
+  // caller to send to their owners. Returns how many were cached. Either
+  // way the write's kept blocks are gone from here. Errors:
+  // InvalidArgument (`handle` is not the one the blocks came with),
+  // FailedPrecondition (the master committed another upload, version or
+  // size, or the store holds another: nothing is published), the store's
+  // Stat errors.
   using Forwarded =
       std::map<std::string, std::vector<std::pair<uint64_t, Block>>>;
   absl::StatusOr<uint32_t> Publish(
       const v1::WriteHandle& handle, const std::string& version,
-      uint64_t object_size, UnderStore& store,
-      const std::map<uint64_t, std::string>& forward, Forwarded* forwarded);
+      uint64_t object_size, const v1::CommittedWrite& committed,
+      UnderStore& store, const std::map<uint64_t, std::string>& forward,
+      Forwarded* forwarded);
+  // Whether blocks of write `write_id` are kept here.
+  bool Has(const std::string& write_id) const;
   void Discard(const std::string& write_id);
   // Drops writes whose first block was kept before now - max_age.
   void Expire(absl::Time now);

@@ -11,9 +11,12 @@
 #include <grpcpp/server_builder.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/worker_client.h"
 #include "common/write_part_wire.h"
 #include "gmock/gmock.h"
@@ -61,6 +64,7 @@ class WritesTest : public ::testing::Test {
     const std::string tokens = dir_.path() + "/tokens";
     ASSERT_TRUE(testing::WriteFile(tokens,
                                    "admin admin-token-0123456789\n"
+                                   "writer writer-token-0123456789\n"
                                    "reader reader-token-0123456789\n")
                     .ok());
     ASSERT_TRUE(
@@ -68,6 +72,9 @@ class WritesTest : public ::testing::Test {
             .ok());
     ASSERT_TRUE(
         testing::WriteFile(dir_.path() + "/reader", "reader-token-0123456789\n")
+            .ok());
+    ASSERT_TRUE(
+        testing::WriteFile(dir_.path() + "/writer", "writer-token-0123456789\n")
             .ok());
     SecurityOptions so;
     so.auth_tokens_file = tokens;
@@ -84,7 +91,7 @@ class WritesTest : public ::testing::Test {
     peer_service_ = std::make_unique<DataService>(
         peer_blocks_.get(), &peer_metrics_, &pool_, auth_.get(), &mounts_);
     peer_service_->EnableWrites(peer_staging_.get(), &uploads_, &peer_intake_,
-                                nullptr, nullptr);
+                                nullptr, nullptr, Committed());
     peer_server_ = Serve(peer_service_.get(), &peer_port_);
     ASSERT_NE(peer_server_, nullptr);
     // The ring the first worker learns from "the master": the peer alone.
@@ -102,11 +109,38 @@ class WritesTest : public ::testing::Test {
     service_ = std::make_unique<DataService>(blocks_.get(), &metrics_, &pool_,
                                              auth_.get(), &mounts_);
     service_->EnableWrites(staging_.get(), &uploads_, &intake_,
-                           std::move(*channels), peers_.get());
+                           std::move(*channels), peers_.get(), Committed());
     server_ = Serve(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
     admin_ = Connect("admin");
+    writer_ = Connect("writer");
     reader_ = Connect("reader");
+  }
+
+  // The test plays the master: what it committed (Commit), as
+  // Master.GetCommittedWrite answers it.
+  DataService::CommittedLookup Committed() {
+    return [this](const std::string& id) -> absl::StatusOr<v1::CommittedWrite> {
+      absl::MutexLock lock(&committed_mu_);
+      auto it = committed_.find(id);
+      if (it == committed_.end())
+        return absl::NotFoundError("no write the test committed");
+      return it->second;
+    };
+  }
+  absl::StatusOr<ObjectInfo> Commit(const v1::WriteHandle& h,
+                                    const std::vector<UploadedPart>& parts) {
+    absl::StatusOr<ObjectInfo> info =
+        store_->CompleteUpload(h.relative(), h.upload_id(), parts);
+    if (info.ok()) {
+      v1::CommittedWrite c;
+      *c.mutable_handle() = h;
+      c.set_version(info->version);
+      c.set_object_size(info->size);
+      absl::MutexLock lock(&committed_mu_);
+      committed_[h.write_id()] = c;
+    }
+    return info;
   }
 
   void TearDown() override {
@@ -183,7 +217,10 @@ class WritesTest : public ::testing::Test {
   std::unique_ptr<DataService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  std::unique_ptr<WorkerClient> admin_, reader_;
+  std::unique_ptr<WorkerClient> admin_, writer_, reader_;
+  absl::Mutex committed_mu_;
+  std::map<std::string, v1::CommittedWrite> committed_
+      ABSL_GUARDED_BY(committed_mu_);
 };
 
 TEST_F(WritesTest, APartIsUploadedKeptAndPublishedAsCachedBlocks) {
@@ -198,17 +235,16 @@ TEST_F(WritesTest, APartIsUploadedKeptAndPublishedAsCachedBlocks) {
   EXPECT_EQ(store_->Stat("a/step.pt").status().code(),
             absl::StatusCode::kNotFound);
   UploadedPart part{1, 0, data.size(), r->part().token()};
-  auto info = store_->CompleteUpload("a/step.pt", h.upload_id(), {part});
+  auto info = Commit(h, {part});
   ASSERT_TRUE(info.ok()) << info.status();
-  // A version the store does not hold: nothing is cached.
+  // A version the master did not commit: nothing is cached.
   v1::PublishWriteRequest wrong;
   *wrong.mutable_handle() = h;
   wrong.set_version("not-the-version");
   wrong.set_object_size(data.size());
   EXPECT_EQ(admin_->PublishWrite(wrong).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  // The blocks were dropped with the refusal: send the part again.
-  h.set_upload_id("");
+  // The blocks were dropped with the refusal: a worker sends them again.
   v1::WritePartHeader again = Part(h, data.size());
   again.set_upload(false);
   ASSERT_TRUE(admin_->WritePart(again, data).ok());
@@ -228,6 +264,84 @@ TEST_F(WritesTest, APartIsUploadedKeptAndPublishedAsCachedBlocks) {
     EXPECT_EQ(std::string(b->data()), data.substr(i * kBlock, id.length()));
   }
   EXPECT_EQ(metrics_.misses.Value(), 0);
+}
+
+// A writer of the mount cannot make the cache serve bytes the store does
+// not hold: not by keeping blocks under a write id the master never began
+// and publishing them as an object's current version, not by keeping
+// blocks without an upload, not with a part whose upload failed.
+TEST_F(WritesTest, OnlyWhatTheMasterCommittedIsPublished) {
+  const std::string truth = Pattern(kBlock + 99, 8);
+  ASSERT_TRUE(testing::WriteFile(root_ + "/victim.pt", truth).ok());
+  auto victim = store_->Stat("victim.pt");
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  const std::string lie = Pattern(truth.size(), 9);
+  // A write id of the writer's own, with an upload it started itself.
+  v1::WriteHandle forged = Begin("victim.pt");
+  forged.set_write_id("forged");
+  auto r = writer_->WritePart(Part(forged, lie.size()), lie);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kept_blocks(), 2u);
+  v1::PublishWriteRequest pub;
+  *pub.mutable_handle() = forged;
+  pub.set_version(victim->version);
+  pub.set_object_size(victim->size);
+  auto published = writer_->PublishWrite(pub);
+  EXPECT_EQ(published.status().code(), absl::StatusCode::kFailedPrecondition)
+      << published.status();
+  EXPECT_THAT(std::string(published.status().message()),
+              ::testing::HasSubstr("does not confirm"));
+  EXPECT_EQ(staging_->writes(), 0u);
+  for (uint64_t i = 0; i < 2; ++i) {
+    BlockId id{"/ckpt", "victim.pt", victim->version, i, kBlock, victim->size};
+    EXPECT_EQ(blocks_->TryGetCached(id), nullptr) << i;
+  }
+  // A real write the master committed, published under another write's
+  // version, or under another handle: nothing either.
+  v1::WriteHandle real = Begin("real.pt");
+  r = writer_->WritePart(Part(real, lie.size()), lie);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto info = Commit(real, {UploadedPart{1, 0, lie.size(), r->part().token()}});
+  ASSERT_TRUE(info.ok()) << info.status();
+  v1::PublishWriteRequest other = pub;
+  *other.mutable_handle() = real;
+  other.set_object_size(lie.size());  // The victim's version, this size.
+  EXPECT_EQ(writer_->PublishWrite(other).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(staging_->writes(), 0u);
+  v1::WriteHandle again = Begin("again.pt");
+  r = writer_->WritePart(Part(again, lie.size()), lie);
+  ASSERT_TRUE(r.ok()) << r.status();
+  info = Commit(again, {UploadedPart{1, 0, lie.size(), r->part().token()}});
+  ASSERT_TRUE(info.ok()) << info.status();
+  *other.mutable_handle() = again;
+  other.set_version(info->version);
+  other.mutable_handle()->set_relative("victim.pt");  // Not its parts' path.
+  EXPECT_EQ(writer_->PublishWrite(other).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(staging_->writes(), 0u);
+  // A part is where its number puts it: part 1 is at 0, not at block 2
+  // (whose kept bytes the real part 1 would not replace).
+  v1::WritePartHeader misplaced = Part(Begin("misplaced.pt"), kBlock);
+  misplaced.set_offset(2 * kBlock);
+  misplaced.clear_keep_blocks();
+  misplaced.add_keep_blocks(2);
+  auto moved = writer_->WritePart(misplaced, lie.substr(0, kBlock));
+  EXPECT_EQ(moved.status().code(), absl::StatusCode::kInvalidArgument)
+      << moved.status();
+  EXPECT_EQ(staging_->writes(), 0u);
+  // Keeping without an upload is a worker's (the admin role's) only.
+  v1::WritePartHeader keep_only = Part(real, lie.size());
+  keep_only.set_upload(false);
+  auto refused = writer_->WritePart(keep_only, lie);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied)
+      << refused.status();
+  // A part whose upload fails keeps nothing.
+  v1::WriteHandle broken = Begin("broken.pt");
+  broken.set_upload_id("no-such-upload");
+  EXPECT_FALSE(writer_->WritePart(Part(broken, lie.size()), lie).ok());
+  EXPECT_EQ(staging_->writes(), 0u);
+  EXPECT_EQ(staging_->bytes(), 0u);
 }
 
 TEST_F(WritesTest, MalformedPartsAreRefused) {
@@ -357,6 +471,7 @@ TEST_F(WritesTest, ThePartBudgetIsBoundedAndKeptBlocksNeverStallAnUpload) {
   // 8 blocks of budget: a part of 9 never fits, and says what to raise.
   const std::string data = Pattern(9 * kBlock, 3);
   v1::WriteHandle h = Begin("big.pt");
+  h.set_part_size(9 * kBlock);
   auto too_big = admin_->WritePart(Part(h, data.size()), data);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(too_big.status().message()),
@@ -365,6 +480,7 @@ TEST_F(WritesTest, ThePartBudgetIsBoundedAndKeptBlocksNeverStallAnUpload) {
   // Parts of 4 blocks: each part's blocks are kept out of its own
   // reservation, so two fill the budget with kept blocks...
   const std::string four = Pattern(4 * kBlock, 4);
+  h.set_part_size(4 * kBlock);
   auto part = [&](uint32_t number) {
     v1::WritePartHeader p = Part(h, four.size());
     p.set_number(number);
@@ -419,7 +535,7 @@ TEST_F(WritesTest, BlocksAnotherWorkerOwnsGoThereWhileThePartUploads) {
   EXPECT_EQ(peer_staging_->bytes(), kBlock);
   EXPECT_EQ(r->part().size(), data.size());  // Uploaded whole all the same.
   UploadedPart part{1, 0, data.size(), r->part().token()};
-  auto info = store_->CompleteUpload("f.pt", h.upload_id(), {part});
+  auto info = Commit(h, {part});
   ASSERT_TRUE(info.ok()) << info.status();
   // Each publishes what it kept, as blocks of the committed version.
   v1::PublishWriteRequest pub;
@@ -478,6 +594,14 @@ TEST_F(WritesTest, KeptBlocksAreSlicesOfTheirPartAllOrNone) {
   EXPECT_EQ(staging_->Keep(h, six, 3 * kBlock, {3, 4, 5, 6, 7, 8}), 0u);
   EXPECT_EQ(staging_->bytes(), part->size());
   EXPECT_EQ(six.use_count(), 1);
+  // One write id with another upload's handle keeps nothing.
+  v1::WriteHandle other = h;
+  other.set_upload_id("another-upload");
+  EXPECT_EQ(staging_->Keep(other, part, 0, {0}), 0u);
+  other = h;
+  other.set_relative("elsewhere.pt");
+  EXPECT_EQ(staging_->Keep(other, part, 0, {0}), 0u);
+  EXPECT_EQ(staging_->bytes(), part->size());
   // An empty object is one part of 0 bytes holding one empty block.
   const v1::WriteHandle e = Begin("empty.pt");
   EXPECT_EQ(staging_->Keep(e, std::make_shared<const std::string>(), 0, {0}),
