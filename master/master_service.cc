@@ -17,6 +17,8 @@
 #include <array>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -429,7 +431,57 @@ class MasterService final : public v1::Master::Service {
     if (grpc::Status denied = Enter(kGetInvalidations, *ctx); !denied.ok())
       return denied;
     *resp = invalidations_->Since(req->epoch(), req->after_seq());
+    const Caller caller = auth_->CallerOf(*ctx);
+    if (caller.role != Role::kAdmin &&
+        (caller.local || !caller.mounts.empty())) {
+      ShowInvalidationsTo(caller, resp);
+    }
     return grpc::Status::OK;
+  }
+
+  // The log names every path written or invalidated, and every client
+  // follows it: a caller held to a token's mounts or to file modes is told
+  // of each path as it may see it (InvalidationSeenBy), so no name it may
+  // not list reaches it, and what it cached still goes.
+  void ShowInvalidationsTo(const Caller& caller,
+                           v1::GetInvalidationsResponse* resp) const {
+    static const uint32_t uid = ::geteuid();
+    static const uint32_t gid = ::getegid();
+    absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, bool>>
+        listable;  // By mount path.
+    absl::flat_hash_set<std::string> seen;
+    google::protobuf::RepeatedPtrField<std::string> shown;
+    for (const std::string& path : resp->paths()) {
+      std::optional<std::string> told;
+      absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
+          mounts_->Resolve(path);
+      if (!m.ok()) {
+        // No mount's (one removed, or a directory above mounts): a path of
+        // the mount table, which the caller's scope decides.
+        absl::StatusOr<std::string> normal = NormalizeClusterPath(path);
+        if (normal.ok() && LeadsIntoScope(caller.mounts, *normal))
+          told = *std::move(normal);
+      } else {
+        const v1::MountEntry& mount = m->first;
+        const MountAccess access = MountAccessOf(mount);
+        absl::StatusOr<std::shared_ptr<UnderStore>> store =
+            metadata_->Store(mount);
+        std::optional<std::string> rel;
+        if (store.ok()) {
+          rel =
+              InvalidationSeenBy(caller, mount.path(), access, **store,
+                                 m->second, uid, gid, &listable[mount.path()]);
+        } else if (MayReadMount(caller, mount.path(), access, uid, gid).ok()) {
+          rel = "";  // No store to ask: the mount's root, which hides all.
+        }
+        if (rel) {
+          told = rel->empty() ? mount.path()
+                              : absl::StrCat(mount.path(), "/", *rel);
+        }
+      }
+      if (told && seen.insert(*told).second) *shown.Add() = *std::move(told);
+    }
+    resp->mutable_paths()->Swap(&shown);
   }
 
   grpc::Status StartLoad(grpc::ServerContext* ctx, const v1::LoadRequest* req,

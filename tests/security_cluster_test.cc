@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -844,6 +845,78 @@ TEST(DefaultSecurityTest, NamesAUserMayNotListStayHidden) {
   EXPECT_THAT(r.out, HasSubstr("layoffs-2027.xlsx"));
 }
 
+// The invalidation log names every path written or invalidated, and every
+// client follows it: a caller without credentials is told of each path as
+// it may see it, a name it may not list as the directory that hides it (so
+// what it cached below goes too), a mount it may not read not at all. An
+// admin (the workers' metadata caches) is told every path.
+TEST(DefaultSecurityTest, InvalidationsNameOnlyWhatACallerMaySee) {
+  testing::TempDir data;
+  ASSERT_EQ(::chmod(data.path().c_str(), 0755), 0);
+  ASSERT_TRUE(testing::WriteFile(data.path() + "/public/a.txt", "a").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/private/layoffs-2027.xlsx", "x").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(data.path() + "/private/inner/deep.txt", "d").ok());
+  ASSERT_EQ(::chmod((data.path() + "/public").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((data.path() + "/private").c_str(), 0700), 0);
+  DefaultCluster cluster;
+  StartDefaultCluster(data.path(), {}, &cluster);
+  if (HasFatalFailure()) return;
+  const std::string& at = cluster.at;
+  testing::Shell r =
+      testing::Sh(Larder(absl::StrCat("mount /ds file://", data.path(), at)));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = testing::Sh(Larder(absl::StrCat(
+      "mount /locked file://", data.path(),
+      "/public --owner_uid=0 --owner_gid=0 --file_mode=0700", at)));
+  ASSERT_EQ(r.code, 0) << r.out;
+
+  auto channels = ChannelFactory::Insecure();
+  auto stub = v1::Master::NewStub(channels->Channel(cluster.master->address()));
+  v1::Ring ring;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetRing(&ctx, v1::GetRingRequest(), &ring).ok());
+  }
+  const std::vector<std::string> invalidated = {"/ds/public/a.txt",
+                                                "/ds/public/gone.txt",
+                                                "/ds/private/layoffs-2027.xlsx",
+                                                "/ds/private/inner/deep.txt",
+                                                "/ds/private/gone.txt",
+                                                "/locked/a.txt",
+                                                "/ds"};
+  for (const std::string& p : invalidated) {
+    r = testing::Sh(Larder(absl::StrCat("invalidate ", p, at)));
+    ASSERT_EQ(r.code, 0) << p << ": " << r.out;
+  }
+  auto told = [&](bool admin) {
+    v1::GetInvalidationsRequest req;
+    req.set_epoch(ring.metadata_epoch());
+    req.set_after_seq(ring.invalidation_seq());
+    v1::GetInvalidationsResponse resp;
+    grpc::ClientContext ctx;
+    if (admin) {
+      absl::StatusOr<std::string> token =
+          testing::ReadFile(DefaultAdminTokenPath());
+      EXPECT_TRUE(token.ok()) << token.status();
+      ctx.AddMetadata("larder-local-admin",
+                      std::string(absl::StripAsciiWhitespace(
+                          token.ok() ? *token : std::string())));
+    }
+    grpc::Status st = stub->GetInvalidations(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_FALSE(resp.reset());
+    return std::vector<std::string>(resp.paths().begin(), resp.paths().end());
+  };
+  EXPECT_THAT(
+      told(/*admin=*/false),
+      ::testing::UnorderedElementsAre("/ds/public/a.txt", "/ds/public/gone.txt",
+                                      "/ds/private", "/ds"));
+  EXPECT_THAT(told(/*admin=*/true),
+              ::testing::UnorderedElementsAreArray(invalidated));
+}
+
 // A reader token limited to a mount reads that mount only, over gRPC: the
 // master neither lists nor stats the others for it, and the workers refuse
 // their blocks (and prefetching them).
@@ -939,6 +1012,27 @@ TEST(ScopedTokenTest, AReaderTokenLimitedToAMountReadsThatMountOnly) {
   grpc::ClientContext ctx2;
   EXPECT_EQ(stub->CacheBlocks(&ctx2, cache, &cached).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+
+  // Nor does the master's invalidation log name the team's paths to it.
+  auto master_stub =
+      v1::Master::NewStub((*channels)->Channel((*master)->address()));
+  v1::Ring ring;
+  {
+    grpc::ClientContext c;
+    ASSERT_TRUE(master_stub->GetRing(&c, v1::GetRingRequest(), &ring).ok());
+  }
+  for (const char* p : {"/ds/team/t.txt", "/ds/public/a.txt", "/ds/team"}) {
+    r = testing::Sh(
+        absl::StrCat(as_admin, Larder(absl::StrCat("invalidate ", p, at))));
+    ASSERT_EQ(r.code, 0) << p << ": " << r.out;
+  }
+  v1::GetInvalidationsRequest since;
+  since.set_epoch(ring.metadata_epoch());
+  since.set_after_seq(ring.invalidation_seq());
+  v1::GetInvalidationsResponse told;
+  grpc::ClientContext ctx3;
+  ASSERT_TRUE(master_stub->GetInvalidations(&ctx3, since, &told).ok());
+  EXPECT_THAT(told.paths(), ::testing::ElementsAre("/ds/public/a.txt"));
 }
 
 // Every port is loopback unless a flag names another address; beyond

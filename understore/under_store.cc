@@ -218,10 +218,7 @@ absl::Status MayAccessPath(const Caller& caller, absl::string_view mount_path,
   }
   LARDER_RETURN_IF_ERROR(
       MayReadMount(caller, mount_path, access, daemon_uid, daemon_gid));
-  if (!access.per_file || caller.role == Role::kAdmin || !caller.local ||
-      caller.local->uid == 0) {
-    return absl::OkStatus();
-  }
+  if (!HeldToFileModes(caller, access)) return absl::OkStatus();
   switch (want) {
     case PathAccess::kLookup:
       return store.MayLookup(relative, *caller.local);
@@ -236,10 +233,7 @@ absl::Status MayAccessPath(const Caller& caller, absl::string_view mount_path,
 void FilterRecursiveListing(const Caller& caller, absl::string_view mount_path,
                             const MountAccess& access, UnderStore& store,
                             absl::string_view dir, v1::ListResponse* page) {
-  if (!access.per_file || caller.role == Role::kAdmin || !caller.local ||
-      caller.local->uid == 0) {
-    return;
-  }
+  if (!HeldToFileModes(caller, access)) return;
   absl::flat_hash_map<std::string, bool> listable;
   // The first directory below `dir` on the way to mount-relative path
   // `relative` that the caller may not list; empty if none.
@@ -283,6 +277,31 @@ void FilterRecursiveListing(const Caller& caller, absl::string_view mount_path,
       token.remove_prefix(std::min(token.size(), dir.size() + 1));
     page->set_next_page_token(std::string(token));
   }
+}
+
+bool HeldToFileModes(const Caller& caller, const MountAccess& access) {
+  return access.per_file && caller.role != Role::kAdmin && caller.local &&
+         caller.local->uid != 0;
+}
+
+std::optional<std::string> InvalidationSeenBy(
+    const Caller& caller, absl::string_view mount_path,
+    const MountAccess& access, UnderStore& store, absl::string_view relative,
+    uint32_t daemon_uid, uint32_t daemon_gid,
+    absl::flat_hash_map<std::string, bool>* listable) {
+  if (!MayReadMount(caller, mount_path, access, daemon_uid, daemon_gid).ok())
+    return std::nullopt;
+  if (!HeldToFileModes(caller, access) || relative.empty())
+    return std::string(relative);
+  // Each directory on the way, from the root ("") down to the parent.
+  for (size_t end = 0; end != absl::string_view::npos;
+       end = relative.find('/', end + 1)) {
+    const std::string dir(relative.substr(0, end));
+    auto [it, added] = listable->try_emplace(dir, false);
+    if (added) it->second = store.MayList(dir, *caller.local).ok();
+    if (!it->second) return dir;
+  }
+  return std::string(relative);
 }
 
 }  // namespace larder

@@ -295,10 +295,29 @@ absl::Status MayAccessPath(const Caller& caller, absl::string_view mount_path,
 // them, with the page token (a file:// store's: the last entry's path below
 // `dir`) moved to the directory that hid it, so that the next page starts
 // past that directory and no token names what the caller may not see.
-// Nothing changes for callers held to no file modes (MayAccessPath).
+// Nothing changes for callers held to no file modes (HeldToFileModes).
 void FilterRecursiveListing(const Caller& caller, absl::string_view mount_path,
                             const MountAccess& access, UnderStore& store,
                             absl::string_view dir, v1::ListResponse* page);
+// Whether `caller` is held to each file's own owner and mode in a mount of
+// `access`: the mount's files keep theirs (MountAccess::per_file), and the
+// caller is local or anonymous, and neither an admin nor root.
+bool HeldToFileModes(const Caller& caller, const MountAccess& access);
+// What the invalidation of mount-relative path `relative` (Master.
+// GetInvalidations) may tell `caller`, who follows the log to drop what it
+// cached: `relative` itself where the caller may list every directory on
+// the way to it, so it could have seen the name; otherwise the first
+// directory on the way it may not list ("" the mount's root), whose name
+// it may see: dropping that drops everything below it too, so what the
+// caller cached of `relative` goes either way, and no name it may not see
+// reaches it. Nothing (nullopt) where it may not read the mount at all, and
+// so cached nothing of it. `listable` remembers MayList's answers across
+// calls (by mount-relative directory; one map per mount).
+std::optional<std::string> InvalidationSeenBy(
+    const Caller& caller, absl::string_view mount_path,
+    const MountAccess& access, UnderStore& store, absl::string_view relative,
+    uint32_t daemon_uid, uint32_t daemon_gid,
+    absl::flat_hash_map<std::string, bool>* listable);
 
 // Helpers for the backends' uploads.
 
