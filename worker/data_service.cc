@@ -294,7 +294,6 @@ class WritePartReactor final
       return;
     }
     caller_ = service_->auth_->CallerOf(*context);
-    service_->staging_->Expire(absl::Now());
     StartRead(&request_);
   }
 

@@ -1,6 +1,8 @@
 // Copyright 2026 The Larder Authors.
 #include "worker/writes.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -21,6 +23,32 @@ bool SameUpload(const v1::WriteHandle& a, const v1::WriteHandle& b) {
 }
 
 }  // namespace
+
+WriteStaging::WriteStaging(BlockStore* store, WriteStagingOptions options)
+    : store_(store), options_(options) {
+  const absl::Duration period = std::clamp(
+      options_.max_age / 4, absl::Milliseconds(10), absl::Minutes(1));
+  expiry_ = std::thread([this, period] { ExpireEvery(period); });
+}
+
+WriteStaging::~WriteStaging() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  expiry_.join();
+}
+
+void WriteStaging::ExpireEvery(absl::Duration period) {
+  ::pthread_setname_np(::pthread_self(), "larder-write-age");
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), period)) return;
+    }
+    Expire(absl::Now());
+  }
+}
 
 absl::Status WriteStaging::Reserve(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
@@ -207,13 +235,22 @@ void WriteStaging::Discard(const std::string& write_id) {
 }
 
 void WriteStaging::Expire(absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  for (auto it = writes_.begin(); it != writes_.end();) {
-    if (now - it->second.first > options_.max_age) {
-      Take(it++);
-    } else {
-      ++it;
+  std::vector<Kept> expired;  // Freed after the lock.
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = writes_.begin(); it != writes_.end();) {
+      if (now - it->second.first > options_.max_age) {
+        expired.push_back(Take(it++));
+      } else {
+        ++it;
+      }
     }
+  }
+  for (const Kept& k : expired) {
+    LARDER_LOG(INFO, "write.kept_expired")
+        .Field("path", absl::StrCat(k.handle.mount(), "/", k.handle.relative()))
+        .Field("blocks", k.blocks.size())
+        .Field("max_age", options_.max_age);
   }
 }
 

@@ -26,7 +26,9 @@
 // first blocks came with. Kept
 // blocks are bounded (max_bytes; a part beyond it is uploaded but not kept,
 // and its blocks are read from the store on first use) and dropped after
-// max_age, or when the writer aborts (PublishWrite with discard).
+// max_age (by a thread of its own: a writer that died sends nothing more
+// that could trigger it), or when the writer aborts (PublishWrite with
+// discard).
 //
 // Thread-safe.
 #ifndef LARDER_WORKER_WRITES_H_
@@ -36,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -64,8 +67,12 @@ struct WriteStagingOptions {
 
 class WriteStaging {
  public:
-  WriteStaging(BlockStore* store, WriteStagingOptions options)
-      : store_(store), options_(options) {}
+  // Starts the thread that drops writes older than max_age, every
+  // max_age / 4 (at least every minute, at most every 10 ms).
+  WriteStaging(BlockStore* store, WriteStagingOptions options);
+  ~WriteStaging();
+  WriteStaging(const WriteStaging&) = delete;
+  WriteStaging& operator=(const WriteStaging&) = delete;
 
   // Reserves `bytes` of the budget for a part being received; give it
   // back with Release. Kept blocks are dropped to make room (those of the
@@ -151,11 +158,16 @@ class WriteStaging {
   // more bytes fit.
   void DropKeptFor(uint64_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The expiry thread's loop.
+  void ExpireEvery(absl::Duration period);
+
   mutable absl::Mutex mu_;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;      // Kept and receiving.
   uint64_t receiving_ ABSL_GUARDED_BY(mu_) = 0;  // Reserved by parts.
   uint64_t dropped_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   WriteMap writes_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread expiry_;  // Last: started after the state above.
 };
 
 }  // namespace larder

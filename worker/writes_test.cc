@@ -612,5 +612,23 @@ TEST_F(WritesTest, KeptBlocksAreSlicesOfTheirPartAllOrNone) {
   EXPECT_EQ(part.use_count(), 1);  // Freed with its last block.
 }
 
+// A writer that died sends nothing more: its kept blocks still go after
+// max_age, with no part, publish or call of Expire to trigger it.
+TEST_F(WritesTest, KeptBlocksOfAWriterThatDiedGoAfterTheirAge) {
+  WriteStaging staging(blocks_.get(),
+                       WriteStagingOptions{.max_bytes = 8 * kBlock,
+                                           .max_age = absl::Milliseconds(200)});
+  const v1::WriteHandle h = Begin("dead.pt");
+  auto part = std::make_shared<const std::string>(Pattern(2 * kBlock, 3));
+  ASSERT_EQ(staging.Keep(h, part, 0, {0, 1}), 2u);
+  const absl::Time kept = absl::Now();
+  EXPECT_EQ(staging.writes(), 1u);
+  ASSERT_TRUE(testing::WaitFor([&] { return staging.writes() == 0; },
+                               absl::Seconds(5)));
+  EXPECT_GE(absl::Now() - kept, absl::Milliseconds(200));
+  EXPECT_EQ(staging.bytes(), 0u);
+  EXPECT_EQ(part.use_count(), 1);
+}
+
 }  // namespace
 }  // namespace larder
