@@ -20,10 +20,16 @@ bool Router::Install(const v1::Ring& ring) {
   absl::MutexLock lock(&install_mu_);
   std::shared_ptr<const RingSnapshot> old = snapshot();
   const absl::Time changed_at = absl::FromUnixMillis(ring.changed_unix_ms());
+  // Versions count within a master run (a new leader's may start anywhere).
+  if (ring.metadata_epoch() == old->epoch && ring.version() < old->version &&
+      !old->workers.empty()) {
+    return false;
+  }
   const bool changed = ring.version() != old->version || old->workers.empty();
   if (!changed && changed_at == old->changed_at) return false;
   auto next = std::make_shared<RingSnapshot>();
   next->changed_at = changed_at;
+  next->epoch = ring.metadata_epoch();
   if (!changed) {  // Only the time of the last change is news.
     next->version = old->version;
     next->ring = old->ring;

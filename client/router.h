@@ -49,6 +49,7 @@ namespace larder {
 // The ring as the master last described it. Immutable once installed.
 struct RingSnapshot {
   uint64_t version = 0;
+  uint64_t epoch = 0;  // The master run's (Ring.metadata_epoch).
   absl::Time changed_at = absl::InfinitePast();
   HashRing ring;
   std::vector<v1::WorkerInfo> workers;
@@ -78,8 +79,10 @@ class Router {
   Router(Options options, LocateFn locate, RefusedFn refused,
          ConnectFn connect);
 
-  // Uses `ring` from now on (clients of workers already known are kept).
-  // Returns whether its version differs from the one in use.
+  // Uses `ring` from now on (clients of workers already known are kept),
+  // unless it is older than the one in use: the same master run's, with a
+  // lower version (a slow reply that lost a race with a newer one). Returns
+  // whether it was installed with a version other than the one in use.
   bool Install(const v1::Ring& ring);
   std::shared_ptr<const RingSnapshot> snapshot() const {
     return ring_.load(std::memory_order_acquire);

@@ -132,8 +132,19 @@ TEST(RouterTest, ReinstallingKeepsWorkerClientsAndOldRoutesStayValid) {
   // The same version again: nothing new.
   EXPECT_FALSE(f.router.Install(ring));
   // w3 leaves: a new ring, w2's client carried over.
+  const v1::Ring three = ring;
   ring.set_version(2);
   ring.mutable_workers()->RemoveLast();
+  EXPECT_TRUE(f.router.Install(ring));
+  EXPECT_EQ(f.router.version(), 2u);
+  // A slow reply with the older ring of the same master run is not taken;
+  // another run's (a new leader's) is, whatever its version.
+  EXPECT_FALSE(f.router.Install(three));
+  EXPECT_EQ(f.router.version(), 2u);
+  v1::Ring next_run = three;
+  next_run.set_metadata_epoch(three.metadata_epoch() + 1);
+  EXPECT_TRUE(f.router.Install(next_run));
+  EXPECT_EQ(f.router.version(), 1u);
   EXPECT_TRUE(f.router.Install(ring));
   EXPECT_EQ(f.router.version(), 2u);
   const Router::Route after = f.router.Owners(Block(7), 3);
