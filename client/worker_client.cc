@@ -209,15 +209,42 @@ absl::StatusOr<size_t> WorkerClient::Call(const BlockId& id, uint64_t offset,
   return n;
 }
 
+bool CallCancels::Start(grpc::ClientContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return false;
+  calls_.insert(ctx);
+  return true;
+}
+
+void CallCancels::Done(grpc::ClientContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  calls_.erase(ctx);
+}
+
+void CallCancels::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
+}
+
+void CallCancels::Reset() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = false;
+}
+
 absl::Status WorkerClient::CacheBlocks(const std::vector<BlockId>& ids,
-                                       bool wait, absl::Duration timeout) {
+                                       bool wait, absl::Duration timeout,
+                                       CallCancels* cancels) {
   v1::CacheBlocksRequest req;
   for (const BlockId& id : ids) ToProto(id, req.add_blocks());
   req.set_wait(wait);
   v1::CacheBlocksResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
+  if (cancels != nullptr && !cancels->Start(&ctx))
+    return absl::CancelledError("CacheBlocks: cancelled before it started");
   grpc::Status st = (*stubs_[Next()]).CacheBlocks(&ctx, req, &resp);
+  if (cancels != nullptr) cancels->Done(&ctx);
   if (!st.ok()) return FromGrpcStatus(st);
   for (const v1::BlockResult& r : resp.results()) {
     if (r.code() != 0)

@@ -28,7 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/block_key.h"
 #include "common/security.h"
@@ -36,6 +39,24 @@
 #include "proto/worker.grpc.pb.h"
 
 namespace larder {
+
+// Calls that a stop cancels at once, in flight or not yet started: Cancel
+// cancels every call registered (grpc::ClientContext::TryCancel) and refuses
+// new ones until Reset. Thread-safe.
+class CallCancels {
+ public:
+  // Registers `ctx` until Done; false (the call must not start) once
+  // cancelled.
+  bool Start(grpc::ClientContext* ctx);
+  void Done(grpc::ClientContext* ctx);
+  void Cancel();
+  void Reset();
+
+ private:
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
+};
 
 class WorkerClient {
  public:
@@ -66,8 +87,10 @@ class WorkerClient {
       uint64_t* ring_version = nullptr);
 
   // Asks the worker to fetch blocks; with `wait`, returns the first failure.
+  // With `cancels`, the call is cancelled by its Cancel (Cancelled).
   absl::Status CacheBlocks(const std::vector<BlockId>& ids, bool wait,
-                           absl::Duration timeout = absl::Minutes(5));
+                           absl::Duration timeout = absl::Minutes(5),
+                           CallCancels* cancels = nullptr);
   absl::StatusOr<v1::GetStatsResponse> GetStats(
       absl::Duration timeout = absl::Seconds(10));
   // Drops the blocks `request` names (and those under its path prefix) from

@@ -60,6 +60,7 @@ LoadJobs::~LoadJobs() { StopAll(); }
 
 void LoadJobs::StopAll() {
   stopping_ = true;
+  batches_.Cancel();
   absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs;
   {
     absl::MutexLock lock(&mu_);
@@ -72,6 +73,7 @@ void LoadJobs::StopAll() {
     }
     if (job->thread.joinable()) job->thread.join();
   }
+  batches_.Reset();
   stopping_ = false;
 }
 
@@ -293,7 +295,7 @@ void LoadJobs::Run(Job* job, v1::StatResponse root) {
             job->status.set_batch_retries(job->status.batch_retries() + 1);
           }
           return ClientFor(workers[w].address())
-              .CacheBlocks(ids, /*wait=*/true, kBatchTimeout);
+              .CacheBlocks(ids, /*wait=*/true, kBatchTimeout, &batches_);
         });
     unreachable[w] = IsRetryable(st);
     absl::MutexLock l(&mu);

@@ -63,7 +63,9 @@ class LoadJobs {
   // ids, finished ones can be polled. Replaces the jobs held.
   absl::Status Resume();
   // Stops every job without recording an outcome (a master that is no
-  // longer the leader: the next leader resumes them) and forgets them.
+  // longer the leader: the next leader resumes them) and forgets them. The
+  // batches in flight are cancelled: it returns once each job's thread saw
+  // that, not after a hung worker's batch timeout (2 minutes).
   void StopAll();
 
   // Finished jobs kept in the store; older ones are deleted.
@@ -95,6 +97,10 @@ class LoadJobs {
   const std::shared_ptr<const ChannelFactory> channels_;
   StateStore* const store_;
   std::atomic<bool> stopping_{false};
+  // The batches in flight: StopAll cancels them, so a stop (a master that
+  // is deposed, on its election thread) does not wait up to a batch's
+  // timeout for a worker that hangs.
+  CallCancels batches_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_
       ABSL_GUARDED_BY(mu_);
