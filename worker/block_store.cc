@@ -245,6 +245,10 @@ void BlockStore::Enqueue(const BlockId& id,
   }
 }
 
+bool BlockStore::OnNvme(const BlockId& id) {
+  return nvme_read_pool_ != nullptr && nvme_->Contains(id.Key());
+}
+
 size_t BlockStore::QueuedFetches() const {
   return fetch_pool_->queued() +
          (nvme_read_pool_ ? nvme_read_pool_->queued() : 0);

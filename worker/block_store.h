@@ -150,6 +150,10 @@ class BlockStore {
   // Never blocks on I/O: RPC threads use it before handing a miss to Get.
   std::shared_ptr<const Block> TryGetCached(const BlockId& id);
 
+  // Whether the NVMe tier holds block `id`: a Get of it waits on a disk
+  // read (the NVMe pool), not on the under-store. Never blocks on I/O.
+  bool OnNvme(const BlockId& id);
+
   // Fetch tasks queued, not yet running, from the store and from NVMe (a
   // flight moved ahead of the prefetches counts twice until one of its
   // tasks runs).

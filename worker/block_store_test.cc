@@ -2,14 +2,19 @@
 #include "worker/block_store.h"
 
 #include <fcntl.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <thread>
 
+#include "client/worker_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
+#include "worker/data_service.h"
 #include "worker/testing/memory_store.h"
 
 namespace larder {
@@ -376,6 +381,66 @@ TEST_F(BlockStoreTest, NvmeHitsAreNotQueuedBehindAStoreThatHangs) {
   store_->OpenGate();
   cold.join();
   EXPECT_EQ(store_->reads(), 3);  // The two first fetches, and "cold".
+}
+
+// The same over gRPC: with every RPC thread waiting on a store that hangs
+// (one, here), a remote read of a block on NVMe is still served.
+TEST_F(BlockStoreTest, RemoteReadsOfNvmeBlocksAreNotQueuedBehindHungMisses) {
+  testing::TempDir dir;
+  const std::string warm = Pattern(100000, 21);
+  store_->Put("warm", warm);
+  store_->Put("cold", Pattern(100000, 22));
+  BlockStoreOptions o;
+  o.nvme = NvmeOptions{{{dir.path() + "/nvme", 64 << 20}}, 0};
+  {
+    auto bs = Make(o);
+    ASSERT_TRUE(bs->Get(Id("warm", 0)).ok());
+    bs->Shutdown();  // Waits for the background NVMe writes.
+  }
+  auto bs = Make(o);
+  const std::string tokens = dir.path() + "/tokens";
+  ASSERT_TRUE(
+      testing::WriteFile(tokens, "admin admin-token-0123456789\n").ok());
+  ASSERT_TRUE(
+      testing::WriteFile(dir.path() + "/admin", "admin-token-0123456789\n")
+          .ok());
+  SecurityOptions so;
+  so.auth_tokens_file = tokens;
+  auto auth = Authorizer::Create(so);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  ThreadPool rpc(1, "bs-test-rpc");
+  DataService service(bs.get(), &metrics_, &rpc, auth->get(), &mounts_);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  SecurityOptions as_admin;
+  as_admin.token_file = dir.path() + "/admin";
+  auto channels = ChannelFactory::Create(as_admin);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  WorkerClient client(absl::StrCat("127.0.0.1:", port), **channels);
+
+  store_->CloseGate();
+  std::thread cold([&] {
+    std::string buf(100000, '\0');
+    auto r = client.ReadBlock(Id("cold", 0), 0, absl::MakeSpan(buf),
+                              absl::Seconds(30));
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 1; },
+                               absl::Seconds(10)));
+  std::string buf(warm.size(), '\0');
+  auto r =
+      client.ReadBlock(Id("warm", 0), 0, absl::MakeSpan(buf), absl::Seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, warm.size());
+  EXPECT_EQ(buf, warm);
+  store_->OpenGate();
+  cold.join();
+  server->Shutdown();
 }
 
 TEST_F(BlockStoreTest, BadRequestsAreRejected) {

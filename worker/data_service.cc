@@ -80,7 +80,10 @@ class ReadBlockReactor final
       return;
     }
     const absl::Time deadline = absl::FromChrono(context->deadline());
-    service_->executor_->Schedule([this, deadline] {
+    ThreadPool* waits = service_->store_->OnNvme(id_)
+                            ? service_->nvme_waits_.get()
+                            : service_->executor_;
+    waits->Schedule([this, deadline] {
       absl::StatusOr<BlockRead> r = service_->store_->Get(
           id_, deadline, [this] { return cancelled_.load(); });
       if (!r.ok()) {

@@ -7,8 +7,11 @@
 // The gRPC WorkerData service (proto/worker.proto) over a BlockStore, on
 // gRPC's callback API. A RAM hit is answered on the gRPC thread; a miss is
 // handed to a bounded executor, so waiting for an under-store never blocks
-// gRPC's own threads. Deadlines and cancellation are honoured while waiting;
-// a cancelled read leaves the fetch running for the other readers.
+// gRPC's own threads; a block on NVMe is waited for on threads of its own
+// (kNvmeWaitThreads), so a store that hangs, holding every executor thread
+// with misses, does not hold up what the worker has on disk. Deadlines and
+// cancellation are honoured while waiting; a cancelled read leaves the fetch
+// running for the other readers.
 //
 // ReadBlock is zero-copy: it is a raw method whose responses are ByteBuffers
 // made of a few bytes of protobuf framing (ReadBlockResponse wire format) and
@@ -146,9 +149,14 @@ class DataService final
   const size_t chunk_bytes_;
   // Publishes that forward nothing: each asks the master first (up to
   // 10 s in a failover), which must hold up neither the parts' intake nor
-  // the uploads. Last: joined first, while the rest is still there.
+  // the uploads. Joined before the rest (members after it go first).
   static constexpr int kPublishThreads = 4;
   std::unique_ptr<ThreadPool> publishes_;
+  // ReadBlock's waits for blocks on NVMe (a disk read each, never the
+  // store's). Last: joined first, while the rest is still there.
+  static constexpr int kNvmeWaitThreads = 16;
+  std::unique_ptr<ThreadPool> nvme_waits_ =
+      std::make_unique<ThreadPool>(kNvmeWaitThreads, "larder-rpc-nvme");
 };
 
 }  // namespace larder
