@@ -149,7 +149,9 @@ absl::StatusOr<LocalSlice> BlockReader::LocalObject(const BlockId& first,
   if (BlockCount(id.object_size, id.block_size) != blocks)
     return absl::InvalidArgumentError("the object's block count is wrong");
   LARDER_ASSIGN_OR_RETURN(const std::string socket, LocalOwner(id));
-  return std::move(ObjectSlices(socket, {id}, absl::ZeroDuration())[0]);
+  // As long as it is held (a root process: the FUSE daemon, whose kernel
+  // reads it for as long as the file stays open).
+  return std::move(ObjectSlices(socket, {id}, absl::InfiniteDuration())[0]);
 }
 
 std::vector<absl::StatusOr<LocalSlice>> BlockReader::LocalObjects(

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -92,7 +93,11 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
   v1::ShortCircuitRequest req;
   req.set_op(whole_object ? v1::ShortCircuitRequest::EXPORT
                           : v1::ShortCircuitRequest::OPEN);
-  req.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
+  req.set_lease_ms(
+      whole_object && lease == absl::InfiniteDuration()
+          ? kLeaseUntilReleased
+          : static_cast<uint32_t>(std::clamp<int64_t>(
+                absl::ToInt64Milliseconds(lease), 0, kLeaseUntilReleased - 1)));
   for (size_t i = 0; i < n; ++i) {
     ToProto(ids[i], req.add_blocks());
   }
@@ -140,7 +145,14 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
                                      : std::move(failed));
       continue;
     }
-    Lease l{fds[next_fd++], g.offset(), g.length(), g.lease_id(), g.source()};
+    Lease l{fds[next_fd++],
+            g.offset(),
+            g.length(),
+            g.lease_id(),
+            g.source(),
+            g.lease_ms() == kLeaseUntilReleased
+                ? absl::InfiniteDuration()
+                : absl::Milliseconds(g.lease_ms())};
     if (absl::Status bad = CheckGrant(l, &ids[k], whole_object); !bad.ok()) {
       ::close(l.fd);
       out->push_back(bad);

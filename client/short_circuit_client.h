@@ -45,6 +45,9 @@ class ShortCircuitClient {
     uint64_t length = 0;
     uint64_t lease_id = 0;
     std::string source;
+    // As granted: the worker keeps the block in RAM for this long, unless
+    // released first (InfiniteDuration: until released).
+    absl::Duration lease = absl::ZeroDuration();
   };
 
   // How long an exchange waits for the worker's answer by default: as long

@@ -17,6 +17,10 @@
 
 namespace larder {
 
+// ShortCircuitRequest.lease_ms of an EXPORT whose lease lasts until RELEASE
+// or the connection closes (granted to a peer running as root only).
+inline constexpr uint32_t kLeaseUntilReleased = 0xFFFFFFFFu;
+
 inline BlockId FromProto(const v1::BlockRef& ref) {
   return BlockId{ref.mount(), ref.path(),       ref.version(),
                  ref.index(), ref.block_size(), ref.object_size()};

@@ -310,13 +310,14 @@ std::optional<absl::StatusOr<LocalSlice>> LeaseAhead::Serve(const Want& want,
     opened.push_back(files.back().get());
     leasing.push_back(c.path);
   }
-  // Leased past `keep`: an object taken just before its time is up still
-  // has the worker's lease for as long as a plain open's (30 s).
+  // Leased for as long as held (the daemon runs as root): an object not
+  // taken within `keep` is given back, one taken is a backing file's for as
+  // long as the file stays open, and the worker counts its blocks as held
+  // all that time.
   std::vector<absl::StatusOr<LocalSlice>> objects =
-      opened.empty() ? std::vector<absl::StatusOr<LocalSlice>>{}
-                     : client_.OpenLocalObjects(
-                           opened, std::min(absl::Seconds(60),
-                                            options_.keep + absl::Seconds(30)));
+      opened.empty()
+          ? std::vector<absl::StatusOr<LocalSlice>>{}
+          : client_.OpenLocalObjects(opened, absl::InfiniteDuration());
   std::optional<absl::StatusOr<LocalSlice>> out;
   const size_t first = self != nullptr ? 1 : 0;
   if (self != nullptr) out = std::move(objects[0]);

@@ -71,9 +71,10 @@ class BackingFiles {
   void Close(int id, absl::string_view path);
 
   // How long a backing file is kept after its last open
-  // (FuseOptions::passthrough_keep): less than the worker's lease on the
-  // object (30 s), so the worker never evicts what the kernel still reads
-  // (which would hold the bytes twice). Zero: closed at once.
+  // (FuseOptions::passthrough_keep). The worker's lease on the object lasts
+  // as long as the backing file does (the daemon asks for one until
+  // released), so the worker never counts as freed what the kernel still
+  // reads. Zero: closed at once.
   void set_keep(absl::Duration keep) { keep_ = keep; }
   absl::Duration keep() const { return keep_; }
   // Whether one more backing file may be kept after its last open (each

@@ -788,6 +788,57 @@ TEST_F(WorkerTest, ObjectsAreExportedInBatches) {
       << worker->Metric(kLeases).value_or(-1) << " leases, " << idle << " idle";
 }
 
+// The FUSE daemon (root) lends an exported memfd to the kernel for as long
+// as a file stays open: it asks for a lease until released, and the worker
+// keeps the object in RAM all that time, evicting other blocks instead.
+// Finite leases stay capped (at 60 s).
+TEST_F(WorkerTest, ARootExportIsLeasedUntilReleased) {
+  const std::string other = PatternBytes(kObjectSize, 2);
+  absl::StatusOr<std::string> other_version = store_->Put("shard-1.bin", other);
+  ASSERT_TRUE(other_version.ok()) << other_version.status();
+  // Room for one object and a half: the other's blocks need A's room.
+  auto worker = StartWorker(
+      {"--ram_capacity=12MiB", "--nvme=", "--object_file_max_size=16MiB"});
+  ASSERT_NE(worker, nullptr);
+  WorkerClient client(worker->address());
+  ASSERT_TRUE(ReadAllGrpc(client) == data_);
+  auto sc = ShortCircuitClient::Connect(worker->socket_path());
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  std::vector<absl::StatusOr<ShortCircuitClient::Lease>> held =
+      (*sc)->OpenObjects({Block(0)}, absl::InfiniteDuration());
+  ASSERT_EQ(held.size(), 1u);
+  ASSERT_TRUE(held[0].ok()) << held[0].status();
+  EXPECT_EQ(held[0]->lease, absl::InfiniteDuration());
+  std::vector<absl::StatusOr<ShortCircuitClient::Lease>> capped =
+      (*sc)->OpenObjects({Block(0)}, absl::Hours(2));
+  ASSERT_TRUE(capped[0].ok()) << capped[0].status();
+  EXPECT_EQ(capped[0]->lease, absl::Seconds(60));
+  std::vector<ShortCircuitClient::Lease> done = {*capped[0]};
+  ASSERT_TRUE((*sc)->ReleaseBatch(done).ok());
+  // The other object, read twice over: its blocks find no room A's lease
+  // would give up.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t i = 0; i < BlockCount(kObjectSize, kBlock); ++i) {
+      BlockId b = Block(i);
+      b.path = "shard-1.bin";
+      b.version = *other_version;
+      std::string buf(b.length(), '\0');
+      auto n = client.ReadBlock(b, 0, absl::MakeSpan(buf));
+      ASSERT_TRUE(n.ok()) << n.status();
+      EXPECT_TRUE(buf == other.substr(i * kBlock, b.length()));
+    }
+  }
+  auto again = (*sc)->OpenObjects({Block(0)}, absl::Seconds(1));
+  ASSERT_TRUE(again[0].ok())
+      << "the held object left RAM: " << again[0].status();
+  std::string bytes(kObjectSize, '\0');
+  ASSERT_EQ(::pread(held[0]->fd, bytes.data(), bytes.size(), 0),
+            static_cast<ssize_t>(kObjectSize));
+  EXPECT_TRUE(bytes == data_);
+  done = {*held[0], *again[0]};
+  ASSERT_TRUE((*sc)->ReleaseBatch(done).ok());
+}
+
 TEST_F(WorkerTest, VersionsAreValidatedAndRequired) {
   auto worker = StartWorker();
   ASSERT_NE(worker, nullptr);

@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/block_proto.h"
 #include "common/fd_socket.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -128,7 +129,12 @@ absl::Status ShortCircuitServer::MayRead(const Caller& peer,
 }
 
 absl::Duration ShortCircuitServer::LeaseDuration(
-    const v1::ShortCircuitRequest& req) const {
+    const v1::ShortCircuitRequest& req, const Caller& peer) const {
+  if (req.op() == v1::ShortCircuitRequest::EXPORT &&
+      req.lease_ms() == kLeaseUntilReleased && peer.local &&
+      peer.local->uid == 0) {
+    return absl::InfiniteDuration();
+  }
   return std::min(
       options_.max_lease,
       absl::Milliseconds(req.lease_ms() == 0 ? 30000 : req.lease_ms()));
@@ -231,7 +237,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
       // connection closes, or when its duration runs out. One grant per
       // block named, each the whole object of that block (a FUSE daemon
       // leases the files it expects to open in one exchange).
-      const absl::Duration lease = LeaseDuration(req);
+      const absl::Duration lease = LeaseDuration(req, peer);
       if (req.blocks_size() == 0 ||
           static_cast<size_t>(req.blocks_size()) > kMaxFramesFds) {
         resp.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -254,7 +260,9 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
         exports[next_lease] = id;
         g->set_lease_id(next_lease++);
         g->set_lease_ms(
-            static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
+            lease == absl::InfiniteDuration()
+                ? kLeaseUntilReleased
+                : static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
         g->set_offset(0);
         g->set_length(object->size);
         g->set_source("ram");
@@ -287,7 +295,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
                               ? store_->StartFetch(id)
                               : nullptr);
       }
-      const absl::Duration lease = LeaseDuration(req);
+      const absl::Duration lease = LeaseDuration(req, peer);
       const absl::Time deadline = absl::Now() + options_.open_timeout;
       for (int k = 0; k < req.blocks_size(); ++k) {
         v1::ShortCircuitGrant* g = resp.add_grants();

@@ -106,7 +106,10 @@ class ShortCircuitServer {
   // mount table's NotFound).
   absl::Status MayRead(const Caller& peer, const BlockId& id) const;
   // A request's lease: lease_ms (0 = 30 s), at most max_lease.
-  absl::Duration LeaseDuration(const v1::ShortCircuitRequest& req) const;
+  // An EXPORT's until-released lease (kLeaseUntilReleased) only for a peer
+  // running as root: InfiniteDuration.
+  absl::Duration LeaseDuration(const v1::ShortCircuitRequest& req,
+                               const Caller& peer) const;
   // Refuses `conn` with one frame of `code` and closes it.
   static void Refuse(int conn, absl::StatusCode code, std::string message);
   void Serve(int conn, PeerCredentials peer);

@@ -261,7 +261,10 @@ class File {
       uint64_t offset, uint64_t length) = 0;
   // The whole file as one descriptor lent by the worker on this node:
   // [0, size) of fd, a read-only memfd whose bytes never change; the
-  // worker keeps every block of the file in RAM until `hold` is dropped.
+  // worker keeps every block of the file in RAM until `hold` is dropped (a
+  // process running as root, as the FUSE daemon does; for others, at most
+  // the worker's lease limit, 60 s, after which the fd stays valid but the
+  // worker may count the blocks as freed).
   // For FUSE passthrough (the kernel reads the fd itself). FailedPrecondition
   // when the worker does not hold every block in RAM, or keeps the object block
   // by block (larger than its --object_file_max_size), or when a block's owner
@@ -362,7 +365,8 @@ class Client {
   // File::OpenLocalObject for several files at once (a FUSE daemon leasing
   // the files it expects to open): one exchange per 64 files with the
   // worker on this node, each object leased for `lease` (at most the
-  // worker's limit, 60 s) or until its hold is dropped. One
+  // worker's limit, 60 s; InfiniteDuration, for a process running as root:
+  // as long as it is held) or until its hold is dropped. One
   // result per file, in order, with OpenLocalObject's errors. `files` were
   // opened by this client.
   virtual std::vector<absl::StatusOr<LocalSlice>> OpenLocalObjects(
