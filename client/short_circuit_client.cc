@@ -57,6 +57,10 @@ absl::StatusOr<std::unique_ptr<ShortCircuitClient>> ShortCircuitClient::Connect(
 
 ShortCircuitClient::~ShortCircuitClient() { ::close(sock_); }
 
+void ShortCircuitClient::Break() {
+  if (!broken_.exchange(true)) ::shutdown(sock_, SHUT_RDWR);
+}
+
 absl::Status ShortCircuitClient::Send(const std::string& frame) {
   absl::MutexLock lock(&send_mu_);
   return SendFrame(sock_, frame);
@@ -74,7 +78,7 @@ absl::Status ShortCircuitClient::Exchange(const v1::ShortCircuitRequest& req,
   // its refusal at once and closes, which can break the send.
   const absl::Status received = RecvFrame(sock_, frame, fds);
   if (received.ok()) return absl::OkStatus();
-  broken_ = true;
+  Break();
   if (received.code() == absl::StatusCode::kDeadlineExceeded ||
       st.code() == absl::StatusCode::kDeadlineExceeded) {
     if (on_silence_) on_silence_();
@@ -114,7 +118,7 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
     // The worker serves as many connections as it may and closed this one.
     if (st.code() == absl::StatusCode::kResourceExhausted) {
       busy_ = true;
-      broken_ = true;
+      Break();
     }
   }
   if (st.ok() && whole_object && n > 1 && resp.grants_size() == 1 &&
@@ -130,6 +134,7 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
       (resp.grants_size() != static_cast<int>(n) || granted != fds.size())) {
     st = absl::InternalError(
         "short-circuit response does not match the request");
+    Break();  // Its grants' leases go with the connection.
   }
   if (!st.ok()) {
     for (int fd : fds) ::close(fd);
@@ -154,7 +159,7 @@ void ShortCircuitClient::OpenChunk(const BlockId* ids, size_t n,
                 ? absl::InfiniteDuration()
                 : absl::Milliseconds(g.lease_ms())};
     if (absl::Status bad = CheckGrant(l, &ids[k], whole_object); !bad.ok()) {
-      ::close(l.fd);
+      Release(l).IgnoreError();  // Closes the fd, gives the lease back.
       out->push_back(bad);
       continue;
     }

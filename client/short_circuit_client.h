@@ -163,8 +163,13 @@ class ShortCircuitClient {
   const int sock_;
   const std::function<void()> on_silence_;
   // An exchange failed midway (no answer in time, a failed send or
-  // receive): the stream may be out of step, so nothing more is asked on it.
+  // receive, an answer that does not match): the stream may be out of step,
+  // so nothing more is asked on it.
   std::atomic<bool> broken_{false};
+  // Marks the connection broken and shuts the socket down, so the worker
+  // lets go of every lease granted on it now, not when the last of them is
+  // dropped here (a FUSE daemon may hold one for days).
+  void Break();
   // One request awaiting its answer at a time (held across the exchange).
   absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(send_mu_);
   // Frames written whole: a one-way RELEASE takes only this one, so the

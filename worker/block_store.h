@@ -153,6 +153,7 @@ class BlockStore {
   // Whether the NVMe tier holds block `id`: a Get of it waits on a disk
   // read (the NVMe pool), not on the under-store. Never blocks on I/O.
   bool OnNvme(const BlockId& id);
+  bool has_nvme() const { return nvme_read_pool_ != nullptr; }
 
   // Fetch tasks queued, not yet running, from the store and from NVMe (a
   // flight moved ahead of the prefetches counts twice until one of its
@@ -212,7 +213,8 @@ class BlockStore {
   };
   // Lends a whole cached object as one read-only memfd (FUSE passthrough:
   // the kernel reads it without asking anyone): `id` names any block of it.
-  // Every block of the object is leased until `until` or UnexportObject, so
+  // Every block of the object is leased until `until` (InfiniteFuture: until
+  // UnexportObject, whatever else leases it) or UnexportObject, so
   // the worker keeps counting the memory the reader uses while the lease
   // lasts; the bytes stay valid for as long as anyone holds the fd, whatever
   // the worker does (an expired export only makes the blocks evictable). Counts
@@ -220,7 +222,8 @@ class BlockStore {
   // RAM, or an object of several blocks is not kept as one memfd: see
   // object_file_max_bytes), InvalidArgument.
   absl::StatusOr<Export> ExportObject(const BlockId& id, absl::Time until);
-  void UnexportObject(const BlockId& id);
+  // Ends an export; `until` as it was exported with.
+  void UnexportObject(const BlockId& id, absl::Time until);
 
   // Drops blocks from every tier; returns how many entries were removed.
   size_t Evict(const std::vector<BlockId>& ids);

@@ -126,12 +126,12 @@ absl::StatusOr<BlockStore::Export> BlockStore::ExportObject(const BlockId& id,
   return Export{object->fd(), object->size(), object};
 }
 
-void BlockStore::UnexportObject(const BlockId& id) {
+void BlockStore::UnexportObject(const BlockId& id, absl::Time until) {
   absl::MutexLock lock(&mu_);
   BlockId b = id;
   const uint64_t blocks = BlockCount(id.object_size, id.block_size);
   for (b.index = 0; b.index < blocks; ++b.index) {
-    ram_.Unlease(b.Key());
+    ram_.Unlease(b.Key(), until);
     if (leases_ > 0) --leases_;
   }
   metrics_->leases.Set(leases_);

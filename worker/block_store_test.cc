@@ -497,7 +497,7 @@ TEST_F(BlockStoreTest, AnObjectOfOneBlockIsLentAsItsBlocksMemfd) {
             static_cast<ssize_t>(data.size()));
   EXPECT_EQ(whole.substr(0, data.size()), data);
   EXPECT_EQ(::pwrite(lent->fd, "x", 1, 0), -1);  // Read-only.
-  bs->UnexportObject(Id("small", 0));
+  bs->UnexportObject(Id("small", 0), absl::InfiniteFuture());
 }
 
 TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
@@ -541,7 +541,7 @@ TEST_F(BlockStoreTest, BlocksOfAnObjectShareOneMemfdLentWholeAndReadOnly) {
                         0, 4096),
             -1);
   EXPECT_EQ(bs->GetStats().leases, 3u);
-  bs->UnexportObject(Id("shard", 0));
+  bs->UnexportObject(Id("shard", 0), absl::InfiniteFuture());
   EXPECT_EQ(bs->GetStats().leases, 0u);
 
   // Single-block and larger-than-the-limit objects keep a memfd per block.
@@ -582,7 +582,7 @@ TEST_F(BlockStoreTest, AnObjectLeavesRamWholeAndLentBytesOutliveIt) {
   EXPECT_EQ(bs->Get(Id("a", 1))->source, BlockSource::kRam);
   EXPECT_EQ(bs->Get(Id("b", 0))->source, BlockSource::kUnderStore);
   // b's block 0 came back alone (c went); a is still lent.
-  bs->UnexportObject(Id("a", 0));
+  bs->UnexportObject(Id("a", 0), absl::InfiniteFuture());
   // Now a is the least recently used: b's block 1 pushes both of a's out.
   ASSERT_TRUE(bs->Get(Id("b", 1)).ok());
   ASSERT_TRUE(bs->Get(Id("c", 0)).ok());
@@ -671,7 +671,7 @@ TEST_F(BlockStoreTest, AMisstatedObjectSizeCachesNothing) {
   auto lent = bs->ExportObject(Id("whole", 0), absl::InfiniteFuture());
   ASSERT_TRUE(lent.ok()) << lent.status();
   EXPECT_EQ(lent->size, data.size());
-  bs->UnexportObject(Id("whole", 0));
+  bs->UnexportObject(Id("whole", 0), absl::InfiniteFuture());
   EXPECT_EQ(bs->ExportObject(wrong0, absl::InfiniteFuture()).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }

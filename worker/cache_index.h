@@ -73,8 +73,12 @@ class CacheIndex {
     uint64_t size = 0;
     bool pinned = false;
     absl::Time expires = absl::InfiniteFuture();
+    // Leases with a duration (the latest end of those held), and leases
+    // until released (held: an until of InfiniteFuture), apart: one until
+    // released must not make the others last as long.
     absl::Time lease_until = absl::InfinitePast();
     int leases = 0;
+    int held = 0;
     absl::Duration protect = absl::ZeroDuration();
     absl::Time protected_until = absl::InfinitePast();
     typename std::list<BlockKey>::iterator lru;  // Valid unless pinned.
@@ -172,18 +176,29 @@ class CacheIndex {
     return out;
   }
 
-  // Protects `key` from eviction until `until` (or Unlease). Returns false if
-  // absent.
+  // Protects `key` from eviction until `until` (InfiniteFuture: until
+  // Unlease), or Unlease with the same `until`. Returns false if absent.
   bool Lease(const BlockKey& key, absl::Time until) {
     auto it = map_.find(key);
     if (it == map_.end()) return false;
-    ++it->second.leases;
-    it->second.lease_until = std::max(it->second.lease_until, until);
+    Entry& e = it->second;
+    if (until == absl::InfiniteFuture()) {
+      ++e.held;
+    } else {
+      ++e.leases;
+      e.lease_until = std::max(e.lease_until, until);
+    }
     return true;
   }
-  void Unlease(const BlockKey& key) {
+  void Unlease(const BlockKey& key, absl::Time until = absl::InfinitePast()) {
     auto it = map_.find(key);
-    if (it != map_.end() && it->second.leases > 0) --it->second.leases;
+    if (it == map_.end()) return;
+    Entry& e = it->second;
+    if (until == absl::InfiniteFuture()) {
+      if (e.held > 0) --e.held;
+    } else if (e.leases > 0 && --e.leases == 0) {
+      e.lease_until = absl::InfinitePast();
+    }
   }
 
   // Calls fn(key, entry) for every entry (for stats and placement reports).
@@ -194,7 +209,7 @@ class CacheIndex {
 
  private:
   static bool Leased(const Entry& e, absl::Time now) {
-    return e.leases > 0 && e.lease_until > now;
+    return e.held > 0 || (e.leases > 0 && e.lease_until > now);
   }
 
   void Touch(Entry& e, absl::Time now) {

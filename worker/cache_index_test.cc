@@ -103,6 +103,42 @@ TEST(CacheIndexTest, LeasedEntriesAreNotEvictedUntilReleaseOrExpiry) {
                         kNow + absl::Seconds(31), &evicted));
 }
 
+// A lease until released (an export to the FUSE daemon) holds its entry
+// until its Unlease, and lends the leases with a duration beside it none
+// of its length: once it is released they end when theirs do.
+TEST(CacheIndexTest, ALeaseUntilReleasedDoesNotLengthenTheOthers) {
+  CacheIndex<int> idx(200, EvictionPolicy::kLru);
+  ASSERT_TRUE(
+      idx.Admit(K(1), 1, 100, false, absl::InfiniteDuration(), kNow, nullptr));
+  ASSERT_TRUE(
+      idx.Admit(K(2), 2, 100, false, absl::InfiniteDuration(), kNow, nullptr));
+  ASSERT_TRUE(idx.Lease(K(1), absl::InfiniteFuture()));
+  ASSERT_TRUE(idx.Lease(K(1), kNow + absl::Seconds(30)));
+  ASSERT_TRUE(idx.Lease(K(2), absl::InfiniteFuture()));
+  const absl::Time later = kNow + absl::Hours(1);
+  std::vector<int> evicted;
+  EXPECT_FALSE(idx.Admit(K(3), 3, 100, false, absl::InfiniteDuration(), later,
+                         &evicted));  // Both held, an hour on.
+  idx.Unlease(K(1), absl::InfiniteFuture());
+  // 1's other lease ran out after 30 s: 1 goes, 2 stays held.
+  EXPECT_TRUE(idx.Admit(K(3), 3, 100, false, absl::InfiniteDuration(), later,
+                        &evicted));
+  EXPECT_EQ(evicted, std::vector<int>{1});
+  evicted.clear();
+  // 2 stays held: 3 goes instead.
+  EXPECT_TRUE(idx.Admit(K(4), 4, 100, false, absl::InfiniteDuration(), later,
+                        &evicted));
+  EXPECT_EQ(evicted, std::vector<int>{3});
+  evicted.clear();
+  // A lease with a duration released at once leaves no end behind.
+  ASSERT_TRUE(idx.Lease(K(4), later + absl::Hours(5)));
+  idx.Unlease(K(4));
+  ASSERT_TRUE(idx.Lease(K(4), later + absl::Seconds(1)));
+  EXPECT_TRUE(idx.Admit(K(5), 5, 100, false, absl::InfiniteDuration(),
+                        later + absl::Seconds(2), &evicted));
+  EXPECT_EQ(evicted, std::vector<int>{4});
+}
+
 TEST(CacheRulesTest, LongestPrefixWins) {
   auto rules =
       CacheRules::Parse({"imagenet/train"}, {"imagenet=1h", "imagenet/val=5m"});

@@ -200,7 +200,11 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
   // Leases held by this connection: id -> block key, and exported objects:
   // id -> a block of the object.
   absl::flat_hash_map<uint64_t, BlockKey> leases;
-  absl::flat_hash_map<uint64_t, BlockId> exports;
+  struct Exported {
+    BlockId block;
+    absl::Time until;  // InfiniteFuture: until released.
+  };
+  absl::flat_hash_map<uint64_t, Exported> exports;
   uint64_t next_lease = 1;
   std::string frame;
   for (;;) {
@@ -223,7 +227,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
           store_->Unlease(it->second);
           leases.erase(it);
         } else if (auto e = exports.find(id); e != exports.end()) {
-          store_->UnexportObject(e->second);
+          store_->UnexportObject(e->second.block, e->second.until);
           exports.erase(e);
         }
       }
@@ -249,15 +253,15 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
         v1::ShortCircuitGrant* g = resp.add_grants();
         const BlockId id = FromProto(req.blocks(k));
         absl::Status allowed = MayRead(peer, id);
+        const absl::Time until = absl::Now() + lease;
         absl::StatusOr<BlockStore::Export> object =
-            allowed.ok() ? store_->ExportObject(id, absl::Now() + lease)
-                         : allowed;
+            allowed.ok() ? store_->ExportObject(id, until) : allowed;
         if (!object.ok()) {
           g->set_code(static_cast<int>(object.status().code()));
           g->set_message(RedactSecrets(object.status().message()));
           continue;
         }
-        exports[next_lease] = id;
+        exports[next_lease] = Exported{id, until};
         g->set_lease_id(next_lease++);
         g->set_lease_ms(
             lease == absl::InfiniteDuration()
@@ -333,7 +337,7 @@ void ShortCircuitServer::Serve(int conn, PeerCredentials credentials) {
     if (!SendFrame(conn, resp.SerializeAsString(), fds).ok()) break;
   }
   for (const auto& [id, key] : leases) store_->Unlease(key);
-  for (const auto& [id, block] : exports) store_->UnexportObject(block);
+  for (const auto& [id, e] : exports) store_->UnexportObject(e.block, e.until);
   absl::MutexLock lock(&mu_);
   connections_.erase(conn);
   ::close(conn);
