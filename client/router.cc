@@ -25,7 +25,9 @@ bool Router::Install(const v1::Ring& ring) {
       !old->workers.empty()) {
     return false;
   }
-  const bool changed = ring.version() != old->version || old->workers.empty();
+  const bool changed = ring.version() != old->version ||
+                       ring.metadata_epoch() != old->epoch ||
+                       old->workers.empty();
   if (!changed && changed_at == old->changed_at) return false;
   auto next = std::make_shared<RingSnapshot>();
   next->changed_at = changed_at;

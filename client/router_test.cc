@@ -147,6 +147,13 @@ TEST(RouterTest, ReinstallingKeepsWorkerClientsAndOldRoutesStayValid) {
   EXPECT_EQ(f.router.version(), 1u);
   EXPECT_TRUE(f.router.Install(ring));
   EXPECT_EQ(f.router.version(), 2u);
+  // Another run's ring with the same version is news too (its workers).
+  v1::Ring same_version = three;
+  same_version.set_version(2);
+  same_version.set_metadata_epoch(three.metadata_epoch() + 2);
+  EXPECT_TRUE(f.router.Install(same_version));
+  EXPECT_EQ(f.router.Owners(Block(7), 3).candidates.size(), 3u);
+  EXPECT_TRUE(f.router.Install(ring));
   const Router::Route after = f.router.Owners(Block(7), 3);
   ASSERT_EQ(after.candidates.size(), 2u);
   for (const auto& c : after.candidates) {

@@ -456,11 +456,15 @@ class MasterService final : public v1::Master::Service {
       absl::StatusOr<std::pair<v1::MountEntry, std::string>> m =
           mounts_->Resolve(path);
       if (!m.ok()) {
-        // No mount's (one removed, or a directory above mounts): a path of
-        // the mount table, which the caller's scope decides.
+        // No mount's (one removed since, or a directory above mounts): the
+        // caller's scope decides; a caller held to file modes is told only
+        // of its first component, which is a mount table's (the path may
+        // have been a hidden one of a mount removed since).
         absl::StatusOr<std::string> normal = NormalizeClusterPath(path);
-        if (normal.ok() && LeadsIntoScope(caller.mounts, *normal))
+        if (normal.ok() && LeadsIntoScope(caller.mounts, *normal)) {
           told = *std::move(normal);
+          if (caller.local) told = told->substr(0, told->find('/', 1));
+        }
       } else {
         const v1::MountEntry& mount = m->first;
         const MountAccess access = MountAccessOf(mount);
@@ -471,7 +475,7 @@ class MasterService final : public v1::Master::Service {
           rel =
               InvalidationSeenBy(caller, mount.path(), access, **store,
                                  m->second, uid, gid, &listable[mount.path()]);
-        } else if (MayReadMount(caller, mount.path(), access, uid, gid).ok()) {
+        } else if (MountInScope(caller.mounts, mount.path())) {
           rel = "";  // No store to ask: the mount's root, which hides all.
         }
         if (rel) {

@@ -847,9 +847,10 @@ TEST(DefaultSecurityTest, NamesAUserMayNotListStayHidden) {
 
 // The invalidation log names every path written or invalidated, and every
 // client follows it: a caller without credentials is told of each path as
-// it may see it, a name it may not list as the directory that hides it (so
-// what it cached below goes too), a mount it may not read not at all. An
-// admin (the workers' metadata caches) is told every path.
+// it may see it: a name it may not list as the directory that hides it (so
+// what it cached below goes too), a path of a mount it may not read as the
+// mount, one of a mount removed since as its first component. An admin (the
+// workers' metadata caches) is told every path.
 TEST(DefaultSecurityTest, InvalidationsNameOnlyWhatACallerMaySee) {
   testing::TempDir data;
   ASSERT_EQ(::chmod(data.path().c_str(), 0755), 0);
@@ -871,6 +872,9 @@ TEST(DefaultSecurityTest, InvalidationsNameOnlyWhatACallerMaySee) {
       "mount /locked file://", data.path(),
       "/public --owner_uid=0 --owner_gid=0 --file_mode=0700", at)));
   ASSERT_EQ(r.code, 0) << r.out;
+  r = testing::Sh(Larder(
+      absl::StrCat("mount /old/private file://", data.path(), "/private", at)));
+  ASSERT_EQ(r.code, 0) << r.out;
 
   auto channels = ChannelFactory::Insecure();
   auto stub = v1::Master::NewStub(channels->Channel(cluster.master->address()));
@@ -879,17 +883,22 @@ TEST(DefaultSecurityTest, InvalidationsNameOnlyWhatACallerMaySee) {
     grpc::ClientContext ctx;
     ASSERT_TRUE(stub->GetRing(&ctx, v1::GetRingRequest(), &ring).ok());
   }
-  const std::vector<std::string> invalidated = {"/ds/public/a.txt",
-                                                "/ds/public/gone.txt",
-                                                "/ds/private/layoffs-2027.xlsx",
-                                                "/ds/private/inner/deep.txt",
-                                                "/ds/private/gone.txt",
-                                                "/locked/a.txt",
-                                                "/ds"};
+  std::vector<std::string> invalidated = {"/ds/public/a.txt",
+                                          "/ds/public/gone.txt",
+                                          "/ds/private/layoffs-2027.xlsx",
+                                          "/ds/private/inner/deep.txt",
+                                          "/ds/private/gone.txt",
+                                          "/locked/a.txt",
+                                          "/ds",
+                                          "/old/private/layoffs-2027.xlsx"};
   for (const std::string& p : invalidated) {
     r = testing::Sh(Larder(absl::StrCat("invalidate ", p, at)));
     ASSERT_EQ(r.code, 0) << p << ": " << r.out;
   }
+  // A mount removed since: its paths in the log no longer resolve.
+  r = testing::Sh(Larder(absl::StrCat("unmount /old/private", at)));
+  ASSERT_EQ(r.code, 0) << r.out;
+  invalidated.push_back("/old/private");
   auto told = [&](bool admin) {
     v1::GetInvalidationsRequest req;
     req.set_epoch(ring.metadata_epoch());
@@ -912,7 +921,7 @@ TEST(DefaultSecurityTest, InvalidationsNameOnlyWhatACallerMaySee) {
   EXPECT_THAT(
       told(/*admin=*/false),
       ::testing::UnorderedElementsAre("/ds/public/a.txt", "/ds/public/gone.txt",
-                                      "/ds/private", "/ds"));
+                                      "/ds/private", "/ds", "/locked", "/old"));
   EXPECT_THAT(told(/*admin=*/true),
               ::testing::UnorderedElementsAreArray(invalidated));
 }

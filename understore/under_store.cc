@@ -289,8 +289,14 @@ std::optional<std::string> InvalidationSeenBy(
     const MountAccess& access, UnderStore& store, absl::string_view relative,
     uint32_t daemon_uid, uint32_t daemon_gid,
     absl::flat_hash_map<std::string, bool>* listable) {
-  if (!MayReadMount(caller, mount_path, access, daemon_uid, daemon_gid).ok())
-    return std::nullopt;
+  if (!MayReadMount(caller, mount_path, access, daemon_uid, daemon_gid).ok()) {
+    // A mount outside a token's mounts: nothing. One the caller may not
+    // read by its mode: its root (mount paths are no secret from it, and a
+    // process of its user may have cached paths there through its worker,
+    // which knows its uid and groups).
+    if (!MountInScope(caller.mounts, mount_path)) return std::nullopt;
+    return std::string();
+  }
   if (!HeldToFileModes(caller, access) || relative.empty())
     return std::string(relative);
   // Each directory on the way, from the root ("") down to the parent.

@@ -310,9 +310,11 @@ bool HeldToFileModes(const Caller& caller, const MountAccess& access);
 // directory on the way it may not list ("" the mount's root), whose name
 // it may see: dropping that drops everything below it too, so what the
 // caller cached of `relative` goes either way, and no name it may not see
-// reaches it. Nothing (nullopt) where it may not read the mount at all, and
-// so cached nothing of it. `listable` remembers MayList's answers across
-// calls (by mount-relative directory; one map per mount).
+// reaches it. The mount's root ("") where its mode lets the caller read
+// nothing (a process of its user may have cached paths there through its
+// worker, which knows the user's uid and groups); nothing (nullopt) for a
+// mount outside the caller's token's mounts. `listable` remembers MayList's
+// answers across calls (by mount-relative directory; one map per mount).
 std::optional<std::string> InvalidationSeenBy(
     const Caller& caller, absl::string_view mount_path,
     const MountAccess& access, UnderStore& store, absl::string_view relative,

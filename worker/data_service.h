@@ -156,7 +156,9 @@ class DataService final
   // store's). Last: joined first, while the rest is still there.
   static constexpr int kNvmeWaitThreads = 16;
   std::unique_ptr<ThreadPool> nvme_waits_ =
-      std::make_unique<ThreadPool>(kNvmeWaitThreads, "larder-rpc-nvme");
+      store_->has_nvme()
+          ? std::make_unique<ThreadPool>(kNvmeWaitThreads, "larder-rpc-nvme")
+          : nullptr;
 };
 
 }  // namespace larder

@@ -40,7 +40,7 @@ WriteStaging::~WriteStaging() {
 }
 
 void WriteStaging::ExpireEvery(absl::Duration period) {
-  ::pthread_setname_np(::pthread_self(), "larder-write-age");
+  ::pthread_setname_np(::pthread_self(), "larder-writeage");
   while (true) {
     {
       absl::MutexLock lock(&mu_);
