@@ -445,8 +445,6 @@ class MasterService final : public v1::Master::Service {
   // not list reaches it, and what it cached still goes.
   void ShowInvalidationsTo(const Caller& caller,
                            v1::GetInvalidationsResponse* resp) const {
-    static const uint32_t uid = ::geteuid();
-    static const uint32_t gid = ::getegid();
     absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, bool>>
         listable;  // By mount path.
     absl::flat_hash_set<std::string> seen;
@@ -472,9 +470,9 @@ class MasterService final : public v1::Master::Service {
             metadata_->Store(mount);
         std::optional<std::string> rel;
         if (store.ok()) {
-          rel =
-              InvalidationSeenBy(caller, mount.path(), access, **store,
-                                 m->second, uid, gid, &listable[mount.path()]);
+          rel = InvalidationSeenBy(caller, mount.path(), access, **store,
+                                   m->second, uid_, gid_,
+                                   &listable[mount.path()]);
         } else if (MountInScope(caller.mounts, mount.path())) {
           rel = "";  // No store to ask: the mount's root, which hides all.
         }
@@ -576,6 +574,10 @@ class MasterService final : public v1::Master::Service {
   LoadJobs* const loads_;
   Writes* const writes_;
   std::array<prometheus::Counter*, kRpcCount> rpcs_{};
+  // Who the master runs as: the owner and group that stand for a mount's
+  // unset ones (MayAccessPath's daemon_uid and daemon_gid).
+  const uint32_t uid_ = ::geteuid();
+  const uint32_t gid_ = ::getegid();
 
   // Sets the owner, group and mode of `path`'s mount on `info`.
   void Present(const std::string& path, v1::ObjectInfo* info) const {
@@ -630,10 +632,8 @@ class MasterService final : public v1::Master::Service {
     absl::StatusOr<std::shared_ptr<UnderStore>> store =
         metadata_->Store(m->first);
     if (!store.ok()) return ToGrpcStatus(MetadataError(store.status()));
-    static const uint32_t uid = ::geteuid();
-    static const uint32_t gid = ::getegid();
     absl::Status st = MayAccessPath(caller, m->first.path(), access, **store,
-                                    m->second, want, uid, gid);
+                                    m->second, want, uid_, gid_);
     // No such path (the check found none where the way is open): so it is
     // answered, not from a metadata cache that may hold what was there.
     if (!st.ok()) return ToGrpcStatus(st);
