@@ -43,8 +43,9 @@ struct RetryOptions {
 // HTTP client (libcurl) settings used by the object-store backends.
 struct HttpOptions {
   // Connections kept open for reuse, per backend instance. Requests beyond this
-  // wait for a free connection. Default 64.
-  int max_connections = 64;
+  // wait for a free connection. Default 128, as the worker's fetch threads:
+  // fewer would leave fetches waiting for a connection.
+  int max_connections = 128;
   // TCP + TLS connect timeout. Default 5 s.
   absl::Duration connect_timeout = absl::Seconds(5);
   // How long a request may go without a byte moving either way: to

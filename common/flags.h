@@ -10,7 +10,7 @@
 //
 //   --log_level=info                 debug | info | warning | error
 //   --log_file=                      daemons: append the log here
-//   --http_max_connections=64        connections kept per backend
+//   --http_max_connections=128       connections kept per backend
 //   --http_connect_timeout=5s
 //   --store_timeout=20s          no byte moving this long: fail, no retry
 //   --http_request_timeout=10m       0 = none

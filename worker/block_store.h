@@ -60,10 +60,12 @@ struct BlockStoreOptions {
   // NVMe tier; none when empty.
   std::optional<NvmeOptions> nvme;
   CacheRules rules;
-  // Blocks fetched from under-stores at once. Default 64: a fetch mostly
-  // waits for the store (tens of ms to the first byte), and a cold epoch or
-  // a load needs many in flight to reach what the store gives.
-  int fetch_threads = 64;
+  // Blocks fetched from under-stores at once. Default 128: a fetch mostly
+  // waits for the store (tens of ms to the first byte, more across
+  // regions), and a cold epoch or a load needs many in flight to reach what
+  // the store gives (at most HttpOptions::max_connections of them talk to
+  // one store at a time).
+  int fetch_threads = 128;
   // Ranged reads in flight for sub-range fetches. Default 32.
   int range_threads = 32;
   // Fetches queued at once beyond which a prefetch is dropped (counted in

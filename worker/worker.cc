@@ -21,11 +21,13 @@ namespace larder {
 namespace {
 
 // RAM blocks a worker may hold under an fd limit: the rest is kept for
-// connections, NVMe and under-store files, blocks in flight and the fds
-// held by readers of evicted blocks.
-size_t RamBlocksFor(uint64_t fd_limit) {
+// connections, NVMe and under-store files, the fds held by readers of
+// evicted blocks, and two per fetch thread (the block in flight and its
+// connection to the store).
+size_t RamBlocksFor(uint64_t fd_limit, int fetch_threads) {
   const uint64_t reserve =
-      std::min<uint64_t>(std::max<uint64_t>(fd_limit / 4, 256), 8192);
+      std::min<uint64_t>(std::max<uint64_t>(fd_limit / 4, 256), 8192) +
+      2 * static_cast<uint64_t>(std::max(fetch_threads, 0));
   return fd_limit > reserve + 64 ? static_cast<size_t>(fd_limit - reserve) : 64;
 }
 
@@ -36,7 +38,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
   // Every RAM block is a memfd.
   const uint64_t fd_limit = RaiseFdLimit();
   if (options.store.ram_max_blocks == 0)
-    options.store.ram_max_blocks = RamBlocksFor(fd_limit);
+    options.store.ram_max_blocks =
+        RamBlocksFor(fd_limit, options.store.fetch_threads);
   LARDER_LOG(INFO, "worker.fd_limit")
       .Field("limit", fd_limit)
       .Field("ram_max_blocks", options.store.ram_max_blocks);
