@@ -49,6 +49,7 @@ ABSL_DECLARE_FLAG(bool, nvme_sync);
 ABSL_DECLARE_FLAG(bool, collapse_huge_pages);
 ABSL_DECLARE_FLAG(std::string, fetch_subrange);
 ABSL_DECLARE_FLAG(int, fetch_threads);
+ABSL_DECLARE_FLAG(std::string, fetch_buffer);
 ABSL_DECLARE_FLAG(std::string, block_size);
 
 namespace larder {
@@ -116,6 +117,7 @@ TEST(FlagDefaultsTest, MountAndWorkerFlagsStartFromTheirDefaults) {
   EXPECT_EQ(absl::GetFlag(FLAGS_collapse_huge_pages), s.collapse_huge_pages);
   EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_fetch_subrange)), s.fetch_subrange_bytes);
   EXPECT_EQ(absl::GetFlag(FLAGS_fetch_threads), s.fetch_threads);
+  EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_fetch_buffer)), s.fetch_buffer_bytes);
   const NvmeOptions n;
   EXPECT_EQ(Bytes(absl::GetFlag(FLAGS_nvme_reserve)), n.reserve_bytes);
   EXPECT_EQ(absl::GetFlag(FLAGS_nvme_sync), n.sync_writes);

@@ -87,6 +87,11 @@ ABSL_FLAG(
     "reads of this size.");
 ABSL_FLAG(int, fetch_threads, larder::BlockStoreOptions().fetch_threads,
           "worker: blocks fetched from under-stores at once.");
+ABSL_FLAG(std::string, fetch_buffer,
+          larder::BytesFlagText(larder::BlockStoreOptions().fetch_buffer_bytes),
+          "worker: most bytes of blocks being fetched at once (memory beyond "
+          "--ram_capacity); a fetch that does not fit waits. 0: no bound but "
+          "--fetch_threads.");
 ABSL_FLAG(int, nvme_read_threads, larder::BlockStoreOptions().nvme_read_threads,
           "worker: blocks read back from the NVMe tier at once (apart from "
           "the fetches, so a store that hangs never delays them).");
@@ -183,6 +188,8 @@ absl::StatusOr<WorkerOptions> OptionsFromFlags() {
   }
   LARDER_ASSIGN_OR_RETURN(o.store.fetch_subrange_bytes,
                           ParseBytes(absl::GetFlag(FLAGS_fetch_subrange)));
+  LARDER_ASSIGN_OR_RETURN(o.store.fetch_buffer_bytes,
+                          ParseBytes(absl::GetFlag(FLAGS_fetch_buffer)));
   o.store.collapse_huge_pages = absl::GetFlag(FLAGS_collapse_huge_pages);
   if (const std::string max = absl::GetFlag(FLAGS_object_file_max_size);
       max != "auto") {
@@ -338,6 +345,7 @@ const Command kWorkerCommand = {
                "ttl",
                "fetch_subrange",
                "fetch_threads",
+               "fetch_buffer",
                "nvme_read_threads",
                "write_buffer",
                "upload_threads",

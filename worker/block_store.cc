@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -406,8 +407,14 @@ std::shared_ptr<const Block> BlockStore::LoadFromNvme(const BlockId& id,
 absl::StatusOr<BlockRead> BlockStore::LoadFromStore(const BlockId& id,
                                                     bool nvme_differs) {
   metrics_->misses.Increment();
-  const absl::Time start = absl::Now();
-  absl::StatusOr<std::shared_ptr<const Block>> b = FetchFromUnderStore(id);
+  absl::StatusOr<std::shared_ptr<const Block>> b;
+  absl::Time start;
+  {
+    const uint64_t held = AcquireFetchBytes(id.length());
+    absl::Cleanup release = [this, held] { ReleaseFetchBytes(held); };
+    start = absl::Now();
+    b = FetchFromUnderStore(id);
+  }
   metrics_->under_store_latency.Observe(
       absl::ToDoubleSeconds(absl::Now() - start));
   if (!b.ok()) {
@@ -455,6 +462,26 @@ absl::Status BlockStore::Put(const BlockId& id, absl::string_view bytes) {
   AdmitRam(b);
   if (nvme_) QueueNvmeWrite(b);
   return absl::OkStatus();
+}
+
+uint64_t BlockStore::AcquireFetchBytes(uint64_t bytes) {
+  const uint64_t budget = options_.fetch_buffer_bytes;
+  if (budget == 0) return 0;
+  absl::MutexLock lock(&fetch_bytes_mu_);
+  auto fits = [this, budget, bytes]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(fetch_bytes_mu_) {
+                    return fetch_bytes_ == 0 ||
+                           bytes <= budget - std::min(budget, fetch_bytes_);
+                  };
+  fetch_bytes_mu_.Await(absl::Condition(&fits));
+  fetch_bytes_ += bytes;
+  return bytes;
+}
+
+void BlockStore::ReleaseFetchBytes(uint64_t bytes) {
+  if (bytes == 0) return;
+  absl::MutexLock lock(&fetch_bytes_mu_);
+  fetch_bytes_ -= std::min(fetch_bytes_, bytes);
 }
 
 absl::StatusOr<std::shared_ptr<const Block>> BlockStore::FetchFromUnderStore(

@@ -66,6 +66,14 @@ struct BlockStoreOptions {
   // the store gives (at most HttpOptions::max_connections of them talk to
   // one store at a time).
   int fetch_threads = 128;
+  // Most bytes of blocks being fetched at once: a block is filled outside
+  // the RAM tier's capacity until it is admitted, so this bounds the memory
+  // a worker uses beyond --ram_capacity for its fetches. A fetch whose block
+  // does not fit waits for others to end (one larger than the whole budget
+  // runs alone). Default 256 MiB: 64 blocks of 4 MiB, or all 128 fetch
+  // threads with blocks of 2 MiB or less (small files). 0: no bound but the
+  // threads.
+  uint64_t fetch_buffer_bytes = 256ull << 20;
   // Ranged reads in flight for sub-range fetches. Default 32.
   int range_threads = 32;
   // Fetches queued at once beyond which a prefetch is dropped (counted in
@@ -350,6 +358,13 @@ class BlockStore {
   std::vector<BlockKey> journal_added_ ABSL_GUARDED_BY(mu_);
   std::vector<BlockKey> journal_removed_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Takes `bytes` of fetch_buffer_bytes (waiting until they fit, or until
+  // no other fetch holds any); returns what it took, for ReleaseFetchBytes.
+  uint64_t AcquireFetchBytes(uint64_t bytes);
+  void ReleaseFetchBytes(uint64_t bytes);
+  absl::Mutex fetch_bytes_mu_;
+  uint64_t fetch_bytes_ ABSL_GUARDED_BY(fetch_bytes_mu_) = 0;
 
   // When a block was last asked for (Unix ns), for the promoter.
   std::atomic<int64_t> last_use_{0};

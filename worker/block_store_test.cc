@@ -136,6 +136,40 @@ TEST_F(BlockStoreTest, ReadersFetchesGoAheadOfQueuedPrefetches) {
   EXPECT_EQ(store_->reads(), 5);  // d's second task found it fetched.
 }
 
+// Blocks being fetched are memory beyond the RAM tier's capacity: at most
+// fetch_buffer_bytes of them at once, whatever the fetch threads, and a
+// block larger than the whole budget is fetched alone.
+TEST_F(BlockStoreTest, BlocksBeingFetchedStayWithinTheFetchBuffer) {
+  for (int i = 0; i < 6; ++i)
+    store_->Put(absl::StrCat("f", i), Pattern(1 << 20, i));
+  store_->Put("big", Pattern(3 << 20, 9));
+  BlockStoreOptions o;
+  o.fetch_threads = 8;
+  o.fetch_buffer_bytes = 2 << 20;  // Two of the 1 MiB blocks.
+  auto bs = Make(o);
+  store_->CloseGate();
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 6; ++i) {
+    readers.emplace_back([&, i] {
+      auto r = bs->Get(Id(absl::StrCat("f", i), 0));
+      if (r.ok() && r->block->data() == Pattern(1 << 20, i)) ++ok;
+    });
+  }
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 2; },
+                               absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(200));  // No third one gets through.
+  EXPECT_EQ(store_->waiting(), 2);
+  store_->OpenGate();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  EXPECT_EQ(store_->reads(), 6);
+  // Larger than the budget: fetched once nothing else is.
+  auto r = bs->Get(Id("big", 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->block->data(), Pattern(3 << 20, 9));
+}
+
 // A client that asks to prefetch a whole dataset cannot queue unbounded
 // work: past max_queued_prefetches the prefetches are dropped (counted);
 // a reader's fetch is still queued.
