@@ -468,14 +468,22 @@ uint64_t BlockStore::AcquireFetchBytes(uint64_t bytes) {
   const uint64_t budget = options_.fetch_buffer_bytes;
   if (budget == 0) return 0;
   absl::MutexLock lock(&fetch_bytes_mu_);
-  auto fits = [this, budget, bytes]()
+  const uint64_t ticket = fetch_ticket_next_++;
+  auto fits = [this, budget, bytes, ticket]()
                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(fetch_bytes_mu_) {
-                    return fetch_bytes_ == 0 ||
-                           bytes <= budget - std::min(budget, fetch_bytes_);
+                    return ticket == fetch_ticket_turn_ &&
+                           (fetch_bytes_ == 0 ||
+                            bytes <= budget - std::min(budget, fetch_bytes_));
                   };
   fetch_bytes_mu_.Await(absl::Condition(&fits));
+  ++fetch_ticket_turn_;  // The next in line is checked as the lock is let go.
   fetch_bytes_ += bytes;
   return bytes;
+}
+
+size_t BlockStore::FetchesWaitingForBuffer() {
+  absl::MutexLock lock(&fetch_bytes_mu_);
+  return static_cast<size_t>(fetch_ticket_next_ - fetch_ticket_turn_);
 }
 
 void BlockStore::ReleaseFetchBytes(uint64_t bytes) {

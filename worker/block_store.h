@@ -70,9 +70,10 @@ struct BlockStoreOptions {
   // the RAM tier's capacity until it is admitted, so this bounds the memory
   // a worker uses beyond --ram_capacity for its fetches. A fetch whose block
   // does not fit waits for others to end (one larger than the whole budget
-  // runs alone). Default 256 MiB: 64 blocks of 4 MiB, or all 128 fetch
-  // threads with blocks of 2 MiB or less (small files). 0: no bound but the
-  // threads.
+  // runs alone), and fetches take the buffer in the order they asked, so a
+  // large block is not passed over by smaller ones that keep fitting. Default
+  // 256 MiB: 64 blocks of 4 MiB, or all 128 fetch threads with blocks of 2 MiB
+  // or less (small files). 0: no bound but the threads.
   uint64_t fetch_buffer_bytes = 256ull << 20;
   // Ranged reads in flight for sub-range fetches. Default 32.
   int range_threads = 32;
@@ -169,6 +170,8 @@ class BlockStore {
   // flight moved ahead of the prefetches counts twice until one of its
   // tasks runs).
   size_t QueuedFetches() const;
+  // Fetches waiting for room in the fetch buffer right now.
+  size_t FetchesWaitingForBuffer();
 
   // Starts fetching a block if it is not cached; returns at once. Fetches
   // for readers that wait (Get, StartFetch) go ahead of queued prefetches,
@@ -359,12 +362,16 @@ class BlockStore {
   std::vector<BlockKey> journal_removed_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 
-  // Takes `bytes` of fetch_buffer_bytes (waiting until they fit, or until
-  // no other fetch holds any); returns what it took, for ReleaseFetchBytes.
+  // Takes `bytes` of fetch_buffer_bytes (waiting, behind the fetches that
+  // asked before it, until they fit or no other fetch holds any); returns
+  // what it took, for ReleaseFetchBytes.
   uint64_t AcquireFetchBytes(uint64_t bytes);
   void ReleaseFetchBytes(uint64_t bytes);
   absl::Mutex fetch_bytes_mu_;
   uint64_t fetch_bytes_ ABSL_GUARDED_BY(fetch_bytes_mu_) = 0;
+  // Tickets: the next to hand out, and the one whose turn it is.
+  uint64_t fetch_ticket_next_ ABSL_GUARDED_BY(fetch_bytes_mu_) = 0;
+  uint64_t fetch_ticket_turn_ ABSL_GUARDED_BY(fetch_bytes_mu_) = 0;
 
   // When a block was last asked for (Unix ns), for the promoter.
   std::atomic<int64_t> last_use_{0};

@@ -170,6 +170,48 @@ TEST_F(BlockStoreTest, BlocksBeingFetchedStayWithinTheFetchBuffer) {
   EXPECT_EQ(r->block->data(), Pattern(3 << 20, 9));
 }
 
+// The buffer is taken in the order fetches ask for it: a block that does not
+// fit yet is not passed over by smaller ones that would (a stream of small
+// fetches would otherwise keep a large block waiting for ever).
+TEST_F(BlockStoreTest, ALargeFetchIsNotPassedOverBySmallerOnes) {
+  store_->Put("small0", Pattern(1 << 20, 1));
+  store_->Put("large", Pattern(2 << 20, 2));
+  store_->Put("small1", Pattern(1 << 20, 3));
+  BlockStoreOptions o;
+  o.fetch_threads = 8;
+  o.fetch_buffer_bytes = 2 << 20;
+  auto bs = Make(o);
+  store_->CloseGate();
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  auto read = [&](std::string path, std::string want) {
+    readers.emplace_back([&, path, want] {
+      auto r = bs->Get(Id(path, 0));
+      if (r.ok() && r->block->data() == want) ++ok;
+    });
+  };
+  read("small0", Pattern(1 << 20, 1));  // Holds half the buffer, at the gate.
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->waiting() == 1; },
+                               absl::Seconds(10)));
+  read("large", Pattern(2 << 20, 2));  // Needs all of it: waits.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return bs->FetchesWaitingForBuffer() == 1; }, absl::Seconds(10)));
+  read("small1", Pattern(1 << 20, 3));  // Would fit, but comes after.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return bs->FetchesWaitingForBuffer() == 2 || store_->waiting() == 2;
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(store_->waiting(), 1);
+  EXPECT_EQ(bs->FetchesWaitingForBuffer(), 2u);
+  store_->OpenGate();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(ok.load(), 3);
+  EXPECT_EQ(store_->read_order(),
+            (std::vector<std::string>{"small0", "large", "small1"}));
+  EXPECT_EQ(bs->FetchesWaitingForBuffer(), 0u);
+}
+
 // A client that asks to prefetch a whole dataset cannot queue unbounded
 // work: past max_queued_prefetches the prefetches are dropped (counted);
 // a reader's fetch is still queued.
