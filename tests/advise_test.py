@@ -81,15 +81,18 @@ def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, sha
         for key in ("predicted_io_seconds", "predicted_io_seconds_at_cluster_cache"):
             # Each run's prediction against the epoch of the same run (its
             # rates were measured just before it), the median of the three:
-            # within 15%, or 25 ms. An epoch served whole from the cache takes
-            # 25-65 ms here, and the same epoch measured 52.6 and 61.3 ms in
-            # two runs of one fresh-clone CI (the median run 10.3 ms from its
-            # prediction, -17%); on another VM of this kind, 56-64 ms against
-            # predictions of 75-83 ms, 18-22 ms off in every run, with this
-            # code and with the code before it: at that size the floor is
-            # the machine's, not the model's error. Pairing the median prediction
-            # with the median epoch of other runs failed a fresh-clone CI
-            # when one loaded run was 20% off and the others within 2%.
+            # within 15%, or 10 ms. An epoch served whole from the cache
+            # takes 26-38 ms here, and one run in six took 61 ms (the
+            # machine's noise, which the median keeps out). Until advise
+            # kept its readers from one pass to the next, every pass over
+            # the cached sample paid to start 16 threads (39 ms a pass, 14
+            # with them kept) and an epoch paid it once; its first open of
+            # the files the sample had not read cost 8 ms more: predictions
+            # were 18-27 ms (+17% to +38%) over the whole-cache epoch, which
+            # this floor catches.
+            # Pairing the median prediction with the median epoch of other
+            # runs failed a fresh-clone CI when one loaded run was 20% off
+            # and the others within 2%.
             def error(d):
                 return (d["epoch"][key] - d["epoch"]["seconds"]) / max(d["epoch"]["seconds"], 1e-9)
             median_run = sorted(docs, key=error)[1]
@@ -99,7 +102,7 @@ def test_the_predicted_epoch_is_within_15_percent_of_the_measured_one(store, sha
                   % (share, key, 100 * err, run["seconds"], run[key],
                      [(round(d["epoch"]["seconds"], 3), round(d["epoch"][key], 3))
                       for d in docs]))
-            assert abs(err) <= 0.15 or abs(run[key] - run["seconds"]) <= 0.025, (
+            assert abs(err) <= 0.15 or abs(run[key] - run["seconds"]) <= 0.010, (
                 key, [d["epoch"] for d in docs])
         doc = docs[-1]
         # The table covers 0-100% of the dataset and the cluster's cache.
