@@ -127,7 +127,9 @@ TEST_F(BlockStoreTest, ReadersFetchesGoAheadOfQueuedPrefetches) {
                                absl::Seconds(10)));
   store_->OpenGate();
   for (auto& t : readers) t.join();
-  ASSERT_TRUE(testing::WaitFor([&] { return store_->reads() == 5; },
+  // read_order() gets a read once it passed the gate, after reads() counted
+  // it.
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->read_order().size() == 5; },
                                absl::Seconds(10)));
   ASSERT_TRUE(testing::WaitFor([&] { return bs->QueuedFetches() == 0; },
                                absl::Seconds(10)));
@@ -233,8 +235,12 @@ TEST_F(BlockStoreTest, PrefetchesBeyondTheQueueBoundAreDropped) {
                                absl::Seconds(10)));
   store_->OpenGate();
   reader.join();
-  ASSERT_TRUE(testing::WaitFor([&] { return bs->QueuedFetches() == 0; },
-                               absl::Seconds(10)));
+  // The queue is empty as the last task is taken, before it reads: wait for
+  // its read too. Nothing is queued and the one thread is done after it, so
+  // no read can follow.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return bs->QueuedFetches() == 0 && store_->reads() >= 12; },
+      absl::Seconds(10)));
   EXPECT_EQ(store_->reads(), 12);  // p0, the 10 queued, and p49.
 }
 
